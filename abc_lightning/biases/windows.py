@@ -1,0 +1,148 @@
+"""ABS window masks (Attention Bias Scaffolding). Pure tensor functions plus one module.
+
+Every mask is additive: 0 where attention is open, ``-inf`` where it is closed.
+
+Decoder self-attention, width w: query i may see key j iff ``0 <= i - j <= w``.
+For w = 1 and 4 decoder positions (1 = open, . = closed)::
+
+        k0 k1 k2 k3
+    q0   1  .  .  .
+    q1   1  1  .  .
+    q2   .  1  1  .
+    q3   .  .  1  1
+
+Cross-attention runs along the anti-diagonal because the output is reversed. The source
+is ``SOS, [op,] digits…, EOS``; with ``stride`` source tokens per digit position (1 for
+unary tasks, 2 for aligned binary ones, where ``a_k b_k`` sit side by side), digit k
+(k = 1 the least significant) occupies the ``stride`` tokens that end ``stride·(k-1)+1``
+places before EOS, and "digit 0" is EOS itself. Decoder query i predicts output digit
+i + 1, so its window is centred on digit i + 1. Three geometries are offered:
+
+- ``"trailing"`` (the default, established by experiment, see README): digits
+  i+1-w … i+1, i.e. the needed digit and w less-significant neighbours. Row 0 then opens
+  EOS, which anchors the window: without positions (NoPE) the model can tell where it is.
+- ``"symmetric"``: digits i+1-w … i+1+w, "w positions both ways" as the paper words it.
+- ``"leading"``: digits i+1 … i+1+w plus EOS in row 0, as in the authors' code.
+
+Cells that fall before the first digit clamp onto SOS (and the operator), so no row is
+ever fully closed. Unary example, ``$ a3 a2 a1 &`` (S = 5), 5 decoder queries, trailing,
+w = 1::
+
+              $  a3 a2 a1  &
+    q0 →y1    .   .  .  1  1
+    q1 →y2    .   .  1  1  .
+    q2 →y3    .   1  1  .  .
+    q3 →y4    1   1  .  .  .
+    q4 →EOS   1   .  .  .  .
+
+Aligned binary example, ``$ + a2 b2 a1 b1 &`` (S = 7, stride 2), trailing, w = 0::
+
+              $  +  a2 b2 a1 b1  &
+    q0 →y1    .  .  .  .  1  1  .
+    q1 →y2    .  .  1  1  .  .  .
+    q2 →y3    1  1  .  .  .  .  .
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from abc_lightning.errors import ConfigError
+
+Geometry = Literal["trailing", "symmetric", "leading"]
+GEOMETRIES = ("trailing", "symmetric", "leading")
+
+
+def _closed(shape: tuple[int, int], open_: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(shape).masked_fill(~open_, float("-inf"))
+
+
+def self_window(n: int, width: int) -> torch.Tensor:
+    """``(n, n)`` decoder self-attention window: open iff ``0 <= i - j <= width``."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    return _closed((n, n), (i - j >= 0) & (i - j <= width))
+
+
+def band_window(n: int, width: int) -> torch.Tensor:
+    """``(n, n)`` symmetric band, open iff ``|i - j| <= width`` (optional encoder window)."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    return _closed((n, n), (i - j).abs() <= width)
+
+
+def cross_window(
+    n_queries: int, n_keys: int, width: int, stride: int = 1, geometry: Geometry = "trailing"
+) -> torch.Tensor:
+    """``(n_queries, n_keys)`` cross-attention window along the anti-diagonal (see module doc)."""
+    if geometry not in GEOMETRIES:
+        raise ConfigError(f"unknown window geometry {geometry!r}; choose one of {GEOMETRIES}")
+    lo, hi = {"trailing": (-width, 0), "symmetric": (-width, width), "leading": (0, width)}[geometry]
+    eos = n_keys - 1
+    target = torch.arange(n_queries)[:, None] + 1  # digit predicted by each query
+    key = torch.arange(n_keys)[None, :]
+    open_ = torch.zeros(n_queries, n_keys, dtype=torch.bool)
+    for offset in range(lo, hi + 1):
+        digit = target + offset
+        start = (eos - stride * digit).clamp(min=0)
+        end = torch.where(digit == 0, eos, (eos - stride * digit + stride - 1).clamp(min=0))
+        open_ |= (digit >= 0) & (key >= start) & (key <= end)
+    if geometry == "leading":
+        open_[0, eos] = True
+    return _closed((n_queries, n_keys), open_)
+
+
+class WindowBias(nn.Module):
+    """ABS window masks as a bias source (see :mod:`abc_lightning.model.transformer`).
+
+    Args:
+        self_width: decoder self-attention width w (>= 0).
+        cross_width: cross-attention width in digit positions (>= 0), or None for no window.
+        stride: source tokens per digit position (1 unary, 2 aligned binary).
+        geometry: cross-attention window geometry.
+        encoder_width: optional symmetric band for encoder self-attention; None leaves it open.
+    """
+
+    def __init__(
+        self,
+        self_width: int | None = 1,
+        cross_width: int | None = 1,
+        stride: int = 1,
+        geometry: Geometry = "trailing",
+        encoder_width: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in dict(self_width=self_width, cross_width=cross_width, encoder_width=encoder_width).items():
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ConfigError(f"window width {name} must be an integer >= 0 (w >= 0), got {value!r}")
+        if stride < 1:
+            raise ConfigError(f"window stride must be >= 1, got {stride}")
+        if geometry not in GEOMETRIES:
+            raise ConfigError(f"unknown window geometry {geometry!r}; choose one of {GEOMETRIES}")
+        self.self_width, self.cross_width, self.encoder_width = self_width, cross_width, encoder_width
+        self.stride, self.geometry = stride, geometry
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor | None:
+        key = (kind, n_queries, n_keys, str(device))
+        if key not in self._cache:
+            self._cache[key] = self._build(kind, n_queries, n_keys)
+            if self._cache[key] is not None:
+                self._cache[key] = self._cache[key].to(device)[None]
+        return self._cache[key]
+
+    def _build(self, kind: str, n_queries: int, n_keys: int) -> torch.Tensor | None:
+        if kind == "decoder" and self.self_width is not None:
+            return self_window(n_queries, self.self_width)
+        if kind == "cross" and self.cross_width is not None:
+            return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry)
+        if kind == "encoder" and self.encoder_width is not None:
+            return band_window(n_queries, self.encoder_width)
+        return None
+
+    def extra_repr(self) -> str:
+        return (f"self_width={self.self_width}, cross_width={self.cross_width}, stride={self.stride}, "
+                f"geometry={self.geometry!r}, encoder_width={self.encoder_width}")

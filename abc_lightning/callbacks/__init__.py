@@ -1,0 +1,6 @@
+"""Callbacks do the phase-boundary work: install biases, stop, write tables."""
+
+from abc_lightning.callbacks.abs import AttentionWindow
+from abc_lightning.callbacks.training import AccuracyTable, StopOnInterpolation
+
+__all__ = ["AttentionWindow", "AccuracyTable", "StopOnInterpolation"]

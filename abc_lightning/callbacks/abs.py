@@ -1,0 +1,37 @@
+"""Attention Bias Scaffolding as a callback: it installs the window masks before any stage."""
+
+from __future__ import annotations
+
+import lightning as L
+
+from abc_lightning.biases.windows import Geometry, WindowBias
+from abc_lightning.errors import ConfigError
+
+
+class AttentionWindow(L.Callback):
+    """Install ABS window masks (width w) in decoder self- and cross-attention.
+
+    Self and cross widths are separate: the best cross width depends on the task (see
+    README, "cross-attention window geometry"). ``None`` leaves that attention open.
+    The stride of the cross window is read from the data (1 unary, 2 aligned binary).
+    """
+
+    def __init__(
+        self,
+        self_width: int | None = 1,
+        cross_width: int | None = 1,
+        geometry: Geometry = "trailing",
+        encoder_width: int | None = None,
+    ) -> None:
+        # Validate now, so that a bad w fails at start-up rather than after data is built.
+        WindowBias(self_width, cross_width, 1, geometry, encoder_width)
+        self.self_width, self.cross_width = self_width, cross_width
+        self.geometry, self.encoder_width = geometry, encoder_width
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        stride = getattr(trainer.datamodule, "digit_stride", None)
+        if stride is None and self.cross_width is not None:
+            raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
+                              "set data.aligned=true (or cross_width=null)")
+        bias = WindowBias(self.self_width, self.cross_width, stride or 1, self.geometry, self.encoder_width)
+        pl_module.model.install_bias("abs_window", bias)

@@ -1,0 +1,79 @@
+"""Stopping and result-writing callbacks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.utilities import rank_zero_only
+
+from abc_lightning.evaluation import rows_from_metrics
+
+
+class StopOnInterpolation(L.Callback):
+    """Stop once ``monitor`` (in-distribution accuracy) has reached ``threshold`` on
+    ``patience`` consecutive validations. It never looks at extrapolation lengths."""
+
+    def __init__(self, monitor: str = "val/acc", threshold: float = 1.0, patience: int = 3) -> None:
+        self.monitor, self.threshold, self.patience = monitor, threshold, patience
+        self.streak = 0
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.monitor)
+        self.streak = self.streak + 1 if value is not None and float(value) >= self.threshold else 0
+        if self.streak >= self.patience:
+            trainer.should_stop = True
+
+    def state_dict(self) -> dict:
+        return {"streak": self.streak}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.streak = state_dict.get("streak", 0)
+
+
+def markdown_table(rows: list[dict], title: str) -> str:
+    """Per-length rows -> a small markdown table."""
+    lines = [f"### {title}", "", "| length | samples | accuracy % |", "|---:|---:|---:|"]
+    lines += [f"| {r['length']} | {r.get('samples', '')} | {r['accuracy']:.2f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+class AccuracyTable(L.Callback):
+    """Write the per-length accuracy table (JSON and markdown) of every fit and test run.
+
+    Files go to ``trainer.log_dir``: ``val_accuracy.{json,md}`` after fit (last
+    validation, the small validation sets) and ``test_accuracy.{json,md}`` after test.
+    """
+
+    def __init__(self) -> None:
+        self._start = 0.0
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    on_test_start = on_fit_start
+
+    @rank_zero_only
+    def _write(self, trainer: L.Trainer, stage: str) -> None:
+        dm = trainer.datamodule
+        rows = rows_from_metrics(trainer.callback_metrics, stage)
+        sizes = {ds.tag: len(ds) for ds in (dm._val if stage == "val" else dm._test)}
+        for r in rows:
+            r["samples"] = sizes.get(r["length"], "")
+        out = Path(trainer.log_dir or ".")
+        out.mkdir(parents=True, exist_ok=True)
+        record = {"task": dm.task.name, "stage": stage, "rows": rows,
+                  "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
+        (out / f"{stage}_accuracy.json").write_text(json.dumps(record, indent=2))
+        (out / f"{stage}_accuracy.md").write_text(markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length"))
+        print(f"\n{markdown_table(rows, f'{dm.task.name}: {stage} accuracy by length')}written to {out}")
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._write(trainer, "val")
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        self._write(trainer, "test")

@@ -1,0 +1,190 @@
+"""LightningDataModule for the arithmetic tasks: splits, encoding, one loader per length.
+
+Protocol (DESIGN.md §2): a seeded permutation Π of [0, 2^20] split 7:1 into train and
+validation; binary tasks draw both operands independently from the split. Evaluation at
+length L uses min(10^L − 10^(L−1), n) numbers of exactly L digits, greedy decoding and
+exact match over the whole output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from abc_lightning import vocab
+from abc_lightning.errors import ConfigError
+from abc_lightning.tasks import Task, get_task
+from abc_lightning.tasks.base import POOL_MAX
+
+MAX_EVAL_LENGTH = 10_000
+
+
+@dataclass
+class Encoded:
+    """A whole split as token tensors: ``src (n, S)``, ``tgt_in``/``tgt_out (n, m + 1)``."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+
+
+def encode(task: Task, operands: list[np.ndarray], aligned: bool) -> Encoded:
+    """Operands -> encoder tokens and teacher-forcing pairs (``SOS y…`` / ``y… EOS``)."""
+    target = task.target(operands)
+    n = target.shape[0]
+    tgt_in = np.concatenate([np.full((n, 1), vocab.SOS), target], axis=1)
+    tgt_out = np.concatenate([target, np.full((n, 1), vocab.EOS)], axis=1)
+    as_tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.uint8)  # noqa: E731
+    return Encoded(as_tensor(task.source(operands, aligned)), as_tensor(tgt_in), as_tensor(tgt_out))
+
+
+def eval_size(length: int, cap: int) -> int:
+    """min(10^L − 10^(L−1), cap): the papers' test-set size at length L."""
+    return min(9 * 10 ** (length - 1), cap) if length < 8 else cap
+
+
+class EncodedDataset(Dataset):
+    """Fixed-width encoded samples; batches are fetched by index arrays, no per-item collate."""
+
+    def __init__(self, data: Encoded, tag: str | int) -> None:
+        self.data, self.tag = data, tag
+
+    def __len__(self) -> int:
+        return self.data.src.shape[0]
+
+    def __getitems__(self, idx: list[int]) -> dict:
+        i = torch.as_tensor(idx)
+        d = self.data
+        return {"src": d.src[i].long(), "tgt_in": d.tgt_in[i].long(), "tgt_out": d.tgt_out[i].long(), "tag": self.tag}
+
+
+def _identity(batch):
+    return batch
+
+
+def check_lengths(name: str, lengths: list[int]) -> list[int]:
+    """Evaluation lengths must be distinct integers in [1, MAX_EVAL_LENGTH]."""
+    bad = [x for x in lengths if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= MAX_EVAL_LENGTH]
+    if bad:
+        raise ConfigError(f"{name} must be digit counts between 1 and {MAX_EVAL_LENGTH}; cannot produce {bad}")
+    if len(set(lengths)) != len(lengths):
+        raise ConfigError(f"{name} has repeated lengths: {lengths}")
+    return list(lengths)
+
+
+class ArithmeticDataModule(L.LightningDataModule):
+    """Data for one task.
+
+    Args:
+        task: ``successor``, ``addition``, ``parity``, ``parity_classification`` or ``nx1``.
+        aligned: interleave operand digits (ABS input alignment) instead of the natural form.
+        seed: seeds the permutation Π and every evaluation sample.
+        batch_size: training batch size.
+        val_lengths: lengths checked after every training epoch (``val/acc@L``).
+        val_samples: samples per validation length (kept small: fit stays fast).
+        val_split_samples: in-distribution samples from the held-out 1/8 (``val/loss``, ``val/acc``).
+        test_lengths: lengths of the test protocol (``test/acc@L``).
+        test_samples: the cap n in min(10^L − 10^(L−1), n).
+        eval_batch_size: batch size for greedy decoding.
+        predict_inputs: expressions for ``predict``, e.g. ``["123456789+987654321"]``.
+    """
+
+    def __init__(
+        self,
+        task: str = "successor",
+        aligned: bool = False,
+        seed: int = 0,
+        batch_size: int = 128,
+        val_lengths: list[int] = [6, 10, 20, 60],  # noqa: B006 (jsonargparse needs a literal default)
+        val_samples: int = 200,
+        val_split_samples: int = 1000,
+        test_lengths: list[int] = [6, 10, 15, 20, 60],  # noqa: B006
+        test_samples: int = 10_000,
+        eval_batch_size: int = 1000,
+        predict_inputs: list[str] = [],  # noqa: B006
+    ) -> None:
+        super().__init__()
+        self.task = get_task(task)
+        self.aligned = aligned
+        if aligned and self.task.arity == 1:
+            self.aligned = False  # alignment only interleaves binary operands; unary input is unchanged
+        for name, value in dict(batch_size=batch_size, val_samples=val_samples, val_split_samples=val_split_samples,
+                                test_samples=test_samples, eval_batch_size=eval_batch_size).items():
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"data.{name} must be an integer >= 1, got {value!r}")
+        self.seed, self.batch_size, self.eval_batch_size = seed, batch_size, eval_batch_size
+        self.val_lengths = check_lengths("data.val_lengths", val_lengths)
+        self.test_lengths = check_lengths("data.test_lengths", test_lengths)
+        self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
+        self.predict_inputs = list(predict_inputs)
+        self._train: EncodedDataset | None = None
+        self._val: list[EncodedDataset] = []
+        self._test: list[EncodedDataset] = []
+        self._predict: list[dict] = []
+
+    @property
+    def digit_stride(self) -> int | None:
+        """Source tokens per output digit (1 unary, 2 aligned binary, None natural binary)."""
+        return self.task.digit_stride(self.aligned)
+
+    # ---- splits -------------------------------------------------------------------
+    def pool_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """The seeded permutation Π of [0, 2^20], split 7:1 into (train, validation)."""
+        perm = np.random.default_rng(self.seed).permutation(POOL_MAX + 1)
+        cut = len(perm) * 7 // 8
+        return perm[:cut], perm[cut:]
+
+    def _from_pool(self, values: np.ndarray, n: int | None, salt: int) -> Encoded:
+        rng = np.random.default_rng([self.seed, salt])
+        count = len(values) if n is None else min(n, len(values))
+        first = values[:count] if n is None else rng.choice(values, size=count, replace=False)
+        operands = [first] + [rng.choice(values, size=count) for _ in range(self.task.arity - 1)]
+        return encode(self.task, self.task.from_pool(operands), self.aligned)
+
+    def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:
+        """Samples of exactly ``length`` digits, seeded by (seed, length, salt)."""
+        rng = np.random.default_rng([self.seed, length, salt])
+        operands = self.task.sample(rng, eval_size(length, n), length)
+        return EncodedDataset(encode(self.task, operands, self.aligned), length)
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self._train is None:
+            train, val = self.pool_split()
+            self._train = EncodedDataset(self._from_pool(train, None, salt=1), "train")
+        if stage in ("fit", "validate") and not self._val:
+            _, val = self.pool_split()
+            self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
+            self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
+        if stage == "test" and not self._test:
+            self._test = [self.length_set(length, self.test_samples, salt=4) for length in self.test_lengths]
+        if stage == "predict" and not self._predict:
+            self._predict = [self.parse(text) for text in self.predict_inputs]
+            if not self._predict:
+                raise ConfigError('predict needs inputs: --data.predict_inputs=\'["123+456"]\'')
+
+    def parse(self, text: str) -> dict:
+        """One predict expression -> a batch of one (raises InputError if malformed)."""
+        operands = self.task.parse(text)
+        enc = encode(self.task, operands, self.aligned)
+        return {"src": enc.src.long(), "tgt_out": enc.tgt_out.long(), "tag": "predict", "text": text}
+
+    # ---- loaders ------------------------------------------------------------------
+    def _loader(self, ds: EncodedDataset, batch_size: int, shuffle: bool) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.seed) if shuffle else None
+        return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, collate_fn=_identity, generator=gen)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self._train, self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._loader(ds, self.eval_batch_size, shuffle=False) for ds in self._val]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [self._loader(ds, self.eval_batch_size, shuffle=False) for ds in self._test]
+
+    def predict_dataloader(self) -> DataLoader:
+        return DataLoader(self._predict, batch_size=None, collate_fn=_identity)

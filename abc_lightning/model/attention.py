@@ -1,0 +1,91 @@
+"""Attention: the one place where scores, positional biases and masks are summed.
+
+Shapes: ``b`` batch, ``h`` heads, ``q`` queries, ``k`` keys, ``d`` head dimension.
+A bias is an additive tensor broadcastable to ``(b, h, q, k)``; ``-inf`` closes a cell.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class AttentionMap:
+    """What one attention call saw, returned on request for analysis (ABC uses it).
+
+    ``scores``: pre-softmax ``q·kᵀ/√d`` without any bias, ``(b, h, q, k)``.
+    ``weights``: post-softmax attention with every bias applied, ``(b, h, q, k)``.
+    """
+
+    scores: torch.Tensor
+    weights: torch.Tensor
+
+
+def sum_biases(*biases: torch.Tensor | None) -> torch.Tensor | None:
+    """Add the biases that are present; ``None`` when there are none."""
+    present = [b for b in biases if b is not None]
+    if not present:
+        return None
+    total = present[0]
+    for b in present[1:]:
+        total = total + b
+    return total
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, need_map: bool = False
+) -> tuple[torch.Tensor, AttentionMap | None]:
+    """softmax(q·kᵀ/√d + bias)·v for ``q (b h q d)``, ``k, v (b h k d)``, ``bias (b|1, h|1, q, k)``."""
+    if not need_map:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = torch.softmax(scores if bias is None else scores + bias, dim=-1)
+    return weights @ v, AttentionMap(scores=scores.detach(), weights=weights.detach())
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention over ``x_q (b q d_model)`` and ``x_kv (b k d_model)``."""
+
+    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, self.heads, -1).transpose(1, 2)
+
+    def keys_values(self, x_kv: torch.Tensor, k_pos: torch.Tensor, rotary=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project ``x_kv (b k d_model)`` to keys and values ``(b h k d)``; keys rotated if asked."""
+        k = self.split(self.k_proj(x_kv))
+        if rotary is not None:
+            k = rotary.rotate(k, k_pos)
+        return k, self.split(self.v_proj(x_kv))
+
+    def attend_to(
+        self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        bias: torch.Tensor | None, rotary=None, need_map: bool = False,
+    ) -> tuple[torch.Tensor, AttentionMap | None]:
+        """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``."""
+        q = self.split(self.q_proj(x_q))
+        if rotary is not None:
+            q = rotary.rotate(q, q_pos)
+        out, amap = attend(q, k, v, bias, need_map)
+        b, h, n, d = out.shape
+        return self.dropout(self.out_proj(out.transpose(1, 2).reshape(b, n, h * d))), amap
+
+    def forward(
+        self, x_q: torch.Tensor, x_kv: torch.Tensor, bias: torch.Tensor | None,
+        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False,
+    ) -> tuple[torch.Tensor, AttentionMap | None]:
+        k, v = self.keys_values(x_kv, k_pos, rotary)
+        return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map)

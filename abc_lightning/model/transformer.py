@@ -1,0 +1,234 @@
+"""Encoder-decoder Transformer in plain ``nn.Module`` code; it knows nothing of Lightning.
+
+Biases reach attention from two places, summed in :func:`~.attention.sum_biases` once per
+forward pass and attention kind: the positional scheme's ``score_bias`` and the modules in
+``bias_sources`` (ABS windows, ABC calibrated biases), which callbacks install through
+:meth:`Seq2SeqTransformer.install_bias`. A bias source follows one contract::
+
+    forward(kind: str, n_queries: int, n_keys: int, device) -> Tensor (h|1, q, k) | None
+
+with ``kind`` in ``{"encoder", "decoder", "cross"}``.
+
+Attention maps of every layer are returned on request: ``model(src, tgt,
+return_attention=True)`` gives a :class:`Seq2SeqOutput` whose ``attention[kind][layer]``
+is an :class:`~.attention.AttentionMap` with ``scores`` and ``weights`` of shape
+``(b, h, q, k)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+from torch import nn
+
+from abc_lightning import vocab
+from abc_lightning.errors import ConfigError
+from abc_lightning.model.attention import AttentionMap, MultiHeadAttention, sum_biases
+from abc_lightning.model.positional import PositionalScheme, Sinusoidal
+from abc_lightning.model.positions import LinearIndex, PositionIndex
+
+KINDS = ("encoder", "decoder", "cross")
+
+
+@dataclass
+class Seq2SeqOutput:
+    """Logits ``(b, t, vocab)`` and, when requested, attention maps per kind and layer."""
+
+    logits: torch.Tensor
+    attention: dict[str, list[AttentionMap]] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=64)
+def causal_mask(n: int, device: torch.device) -> torch.Tensor:
+    """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above."""
+    return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
+        super().__init__(nn.Linear(d_model, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d_model))
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm self-attention and feed-forward block."""
+
+    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(d_model, heads, dropout)
+        self.ff = FeedForward(d_model, hidden, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, bias, pos, rotary, need_map):
+        h = self.norm1(x)
+        h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map)
+        x = x + h
+        return x + self.drop(self.ff(self.norm2(x))), amap
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm causal self-attention, cross-attention and feed-forward block.
+
+    ``cache`` (incremental decoding) holds this layer's self-attention keys/values so far
+    and the cross-attention keys/values of the memory, computed once.
+    """
+
+    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, heads, dropout)
+        self.ff = FeedForward(d_model, hidden, dropout)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, need_map, cache=None):
+        h = self.norm1(x)
+        if cache is None:
+            k, v = self.self_attn.keys_values(h, t_pos, rotary)
+            ck, cv = self.cross_attn.keys_values(memory, s_pos, rotary)
+        else:
+            k, v = self.self_attn.keys_values(h, t_pos, rotary)
+            if "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+            if "ck" not in cache:
+                cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, rotary)
+            ck, cv = cache["ck"], cache["cv"]
+        h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
+        x = x + h
+        h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, rotary, need_map)
+        x = x + h
+        return x + self.drop(self.ff(self.norm3(x))), self_map, cross_map
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The papers' encoder-decoder. Defaults follow DESIGN.md §3 (1 + 6 layers, 8 heads, d 128)."""
+
+    def __init__(
+        self,
+        d_model: int = 128,
+        heads: int = 8,
+        encoder_layers: int = 1,
+        decoder_layers: int = 6,
+        feedforward: int = 512,
+        dropout: float = 0.3,
+        positional: PositionalScheme | None = None,
+        position_index: PositionIndex | None = None,
+        vocab_size: int = vocab.VOCAB_SIZE,
+    ) -> None:
+        super().__init__()
+        for name, value in dict(d_model=d_model, heads=heads, decoder_layers=decoder_layers,
+                                feedforward=feedforward).items():
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
+        if encoder_layers < 0:
+            raise ConfigError(f"encoder_layers must be >= 0, got {encoder_layers}")
+        if d_model % heads:
+            raise ConfigError(f"heads ({heads}) must divide d_model ({d_model})")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.heads = d_model, heads
+        self.positional = positional if positional is not None else Sinusoidal()
+        self.positional.setup(d_model, heads)
+        self.position_index = position_index if position_index is not None else LinearIndex()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, feedforward, dropout) for _ in range(encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, feedforward, dropout) for _ in range(decoder_layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size)
+        self.drop = nn.Dropout(dropout)
+        self.bias_sources = nn.ModuleDict()
+
+    # ---- biases ---------------------------------------------------------------------
+    def install_bias(self, name: str, source: nn.Module) -> None:
+        """Add (or replace) a named bias source; callbacks call this at phase boundaries."""
+        self.bias_sources[name] = source
+
+    def remove_bias(self, name: str) -> None:
+        if name in self.bias_sources:
+            del self.bias_sources[name]
+
+    def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        """Every additive bias for one attention kind, summed once: ``(h|1, q, k)`` or None."""
+        q, k, device = len(q_pos), len(k_pos), q_pos.device
+        return sum_biases(
+            causal_mask(q, device) if kind == "decoder" else None,
+            self.positional.score_bias(kind, q_pos, k_pos),
+            *(source(kind, q, k, device) for source in self.bias_sources.values()),
+        )
+
+    # ---- forward --------------------------------------------------------------------
+    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(tokens)
+        absolute = self.positional.embed(positions)
+        return self.drop(x if absolute is None else x + absolute)
+
+    def _rotary(self) -> PositionalScheme | None:
+        """The scheme when it rotates queries and keys (RoPE-like), else None."""
+        scheme = self.positional
+        return None if type(scheme).rotate is PositionalScheme.rotate else scheme
+
+    def encode(self, src: torch.Tensor, need_map: bool = False):
+        """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
+        pos = self.position_index(src.shape[1], src.device)
+        x = self._embed(src, pos)
+        bias, rotary = self.attention_bias("encoder", pos, pos), self._rotary()
+        maps = []
+        for layer in self.encoder:
+            x, amap = layer(x, bias, pos, rotary, need_map)
+            maps.append(amap)
+        return self.encoder_norm(x), maps
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False):
+        """``tgt (b, t)`` and ``memory (b, s, d)`` -> logits ``(b, t, vocab)`` and maps."""
+        t_pos = self.position_index(tgt.shape[1], tgt.device)
+        s_pos = self.position_index(memory.shape[1], memory.device)
+        x = self._embed(tgt, t_pos)
+        self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
+        rotary = self._rotary()
+        self_maps, cross_maps = [], []
+        for layer in self.decoder:
+            x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, need_map)
+            self_maps.append(sm)
+            cross_maps.append(cm)
+        return self.head(self.decoder_norm(x)), self_maps, cross_maps
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, return_attention: bool = False) -> Seq2SeqOutput:
+        """Teacher-forced pass: ``src (b, s)``, ``tgt (b, t)`` -> :class:`Seq2SeqOutput`."""
+        memory, enc_maps = self.encode(src, return_attention)
+        logits, self_maps, cross_maps = self.decode(tgt, memory, return_attention)
+        attention = {"encoder": enc_maps, "decoder": self_maps, "cross": cross_maps} if return_attention else {}
+        return Seq2SeqOutput(logits, attention)
+
+    @torch.no_grad()
+    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
+
+        With ``use_cache`` each step runs only the newest position against cached keys and
+        values; biases are built once for all ``steps`` rows and row t is used at step t,
+        which gives exactly the tokens of full recomputation (``use_cache=False``).
+        """
+        memory, _ = self.encode(src)
+        out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
+        if not use_cache:
+            for _ in range(steps):
+                logits, _, _ = self.decode(out, memory)
+                out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return out[:, 1:]
+        t_pos = self.position_index(steps, src.device)
+        s_pos = self.position_index(memory.shape[1], src.device)
+        self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
+        rotary = self._rotary()
+        caches = [{} for _ in self.decoder]
+        tokens = []
+        for t in range(steps):
+            x = self._embed(out[:, -1:], t_pos[t : t + 1])
+            row_self = None if self_bias is None else self_bias[..., t : t + 1, : t + 1]
+            row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, :]
+            for layer, cache in zip(self.decoder, caches):
+                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, False, cache)
+            out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
+            tokens.append(out)
+        return torch.cat(tokens, dim=1)

@@ -1,0 +1,130 @@
+"""The LightningModule: loss, per-length metrics, optimizer. It knows nothing of how biases are built."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from abc_lightning import vocab
+from abc_lightning.errors import CheckpointError
+from abc_lightning.evaluation import ExactMatch, greedy_exact_match
+from abc_lightning.model.positional import PositionalScheme
+from abc_lightning.model.positions import PositionIndex
+from abc_lightning.model.transformer import Seq2SeqTransformer
+
+
+class ArithmeticTransformer(L.LightningModule):
+    """Encoder-decoder trained with teacher forcing, evaluated by greedy exact match per length.
+
+    Model sizes default to the papers' (DESIGN.md §3); the CPU configs use smaller ones.
+    ``positional`` and ``position_index`` are chosen by class name on the CLI, e.g.
+    ``--model.positional=NoPE --model.position_index=CyclicIndex --model.position_index.period=3``.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 128,
+        heads: int = 8,
+        encoder_layers: int = 1,
+        decoder_layers: int = 6,
+        feedforward: int = 512,
+        dropout: float = 0.3,
+        positional: PositionalScheme | None = None,
+        position_index: PositionIndex | None = None,
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        warmup_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["positional", "position_index"])
+        self.model = Seq2SeqTransformer(d_model, heads, encoder_layers, decoder_layers, feedforward, dropout,
+                                        positional, position_index)
+        self.val_metrics = nn.ModuleDict()
+        self.test_metrics = nn.ModuleDict()
+        self.predictions: list[dict] = []
+
+    def setup(self, stage: str) -> None:
+        dm = self.trainer.datamodule if self._trainer is not None else None
+        if dm is None:
+            return
+        self.val_metrics = nn.ModuleDict({str(n): ExactMatch() for n in ["val", *dm.val_lengths]})
+        self.test_metrics = nn.ModuleDict({str(n): ExactMatch() for n in dm.test_lengths})
+
+    # ---- training -------------------------------------------------------------------
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        return self.model(src, tgt_in).logits
+
+    def loss(self, batch: dict) -> torch.Tensor:
+        logits = self(batch["src"], batch["tgt_in"])
+        return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=vocab.PAD)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss = self.loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
+        return loss
+
+    # ---- evaluation -----------------------------------------------------------------
+    def _evaluate(self, batch: dict, stage: str, metrics: nn.ModuleDict) -> None:
+        tag, n = batch["tag"], batch["src"].shape[0]
+        predicted = greedy_exact_match(self.model, batch["src"], batch["tgt_out"])
+        metric = metrics[str(tag)]
+        metric.update(predicted, batch["tgt_out"])
+        name = f"{stage}/acc" if tag == "val" else f"{stage}/acc@{tag}"
+        self.log(name, metric, batch_size=n, add_dataloader_idx=False, prog_bar=tag == "val")
+        if tag == "val":
+            self.log("val/loss", self.loss(batch), batch_size=n, add_dataloader_idx=False)
+
+    def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate(batch, "val", self.val_metrics)
+
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate(batch, "test", self.test_metrics)
+
+    def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> dict:
+        task = self.trainer.datamodule.task
+        predicted = self.model.generate(batch["src"].to(self.device), steps=batch["tgt_out"].shape[1])[0].tolist()
+        expected = batch["tgt_out"][0].tolist()
+        digits = predicted[: predicted.index(vocab.EOS)] if vocab.EOS in predicted else predicted
+        answer = task.format_answer([t for t in digits if t < 10]) if all(t < 10 for t in digits) else vocab.decode(predicted)
+        result = {"input": batch["text"], "output": answer, "correct": predicted == expected,
+                  "expected": task.format_answer(expected[:-1])}
+        self.predictions.append(result)
+        return result
+
+    # ---- optimization ---------------------------------------------------------------
+    def configure_optimizers(self):
+        hp = self.hparams
+        opt = torch.optim.Adam(self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
+        if not hp.warmup_steps:
+            return opt
+        warm = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / hp.warmup_steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": warm, "interval": "step"}}
+
+    # ---- checkpoints ----------------------------------------------------------------
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Refuse a checkpoint whose weights do not fit this model, naming the mismatch."""
+        state = checkpoint.get("state_dict")
+        if not isinstance(state, dict):
+            raise CheckpointError("checkpoint has no 'state_dict': not a Lightning checkpoint of this project")
+        check_compatible(state, self.state_dict())
+
+
+def check_compatible(saved: dict, expected: dict) -> None:
+    """Raise CheckpointError listing missing, unexpected and mis-shaped weights."""
+    missing = sorted(set(expected) - set(saved))
+    unexpected = sorted(set(saved) - set(expected))
+    shapes = [f"{k}: checkpoint {tuple(saved[k].shape)} vs model {tuple(v.shape)}"
+              for k, v in expected.items() if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            parts.append("shape mismatch " + "; ".join(shapes[:3]))
+        if missing:
+            parts.append(f"{len(missing)} weights missing (e.g. {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected weights (e.g. {unexpected[0]})")
+        raise CheckpointError("checkpoint does not fit the configured model: " + ", ".join(parts)
+                              + ". Use the config the checkpoint was trained with.")

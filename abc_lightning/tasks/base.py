@@ -1,0 +1,170 @@
+"""The contract every arithmetic task follows, and the digit arithmetic they share.
+
+Operands travel as digit arrays of shape ``(n, width)``, most significant digit first,
+zero-padded on the left; this keeps 60- and 1000-digit numbers exact without big ints.
+Targets are returned in generation order (least significant digit first): the papers
+reverse every output.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from abc_lightning import vocab
+from abc_lightning.errors import ConfigError, InputError
+
+#: The training pool is the integers in [0, 2^20] (DESIGN.md §2).
+POOL_MAX = 2**20
+
+
+def to_digits(values: np.ndarray, width: int, base: int = 10) -> np.ndarray:
+    """Integers (int64, < base**width) -> digit array ``(n, width)``, most significant first."""
+    powers = base ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return (np.asarray(values, dtype=np.int64)[:, None] // powers) % base
+
+
+def sample_decimal(rng: np.random.Generator, n: int, length: int, exhaustive: bool = True) -> np.ndarray:
+    """``n`` numbers of exactly ``length`` decimal digits as a digit array ``(n, length)``.
+
+    When ``exhaustive`` and ``n`` covers the whole population (9·10^(L-1) numbers) every
+    number is returned once, in order; otherwise numbers are drawn uniformly with replacement.
+    """
+    if length < 1:
+        raise ConfigError(f"length must be >= 1 digit, got {length}")
+    population = 9 * 10 ** (length - 1)
+    if exhaustive and n >= population:
+        return to_digits(np.arange(10 ** (length - 1), 10**length), length)
+    first = rng.integers(1, 10, size=(n, 1))
+    rest = rng.integers(0, 10, size=(n, length - 1))
+    return np.concatenate([first, rest], axis=1)
+
+
+def pad_left(digits: np.ndarray, width: int) -> np.ndarray:
+    """Zero-pad a digit array on the left to ``width`` columns."""
+    missing = width - digits.shape[1]
+    if missing < 0:
+        raise ConfigError(f"cannot pad {digits.shape[1]} digits into width {width}")
+    return np.pad(digits, ((0, 0), (missing, 0)))
+
+
+def add_columns(a: np.ndarray, b: np.ndarray | int, scale: np.ndarray | int = 1) -> np.ndarray:
+    """Exact ``a * scale + b`` on MSB-first digit arrays; returns LSB-first, one digit wider.
+
+    ``b`` may be a digit array of a's shape or a scalar; ``scale`` a per-row digit ``(n, 1)``.
+    The loop runs over columns only and is vectorized over samples.
+    """
+    a_lsb = a[:, ::-1]
+    b_lsb = b[:, ::-1] if isinstance(b, np.ndarray) else None
+    n, width = a.shape
+    out = np.zeros((n, width + 1), dtype=np.int64)
+    carry = np.zeros(n, dtype=np.int64) if b_lsb is not None else np.full(n, b, dtype=np.int64)
+    scale = np.asarray(scale).reshape(-1) if np.ndim(scale) else scale
+    for col in range(width):
+        total = a_lsb[:, col] * scale + carry + (b_lsb[:, col] if b_lsb is not None else 0)
+        out[:, col] = total % 10
+        carry = total // 10
+    out[:, width] = carry
+    return out
+
+
+class Task(ABC):
+    """An arithmetic task: how operands are sampled, written and answered.
+
+    Subclasses set ``name``, ``arity``, ``operator`` (a token id or None) and ``base``.
+    """
+
+    name: str
+    arity: int
+    operator: int | None = None
+    base: int = 10
+    pattern: re.Pattern
+
+    # ---- widths -------------------------------------------------------------------
+    def operand_width(self, length: int) -> int:
+        """Symbols per operand for numbers of ``length`` decimal digits.
+
+        One leading zero more than the number needs: the answer has one more digit than
+        the operand (the carry-out), and this gives that digit an input cell of its own.
+        Without it the carry-out row sees only 0 or 1 beside SOS in training (the pool's
+        numbers have at most 7 digits and are mostly 6) and copies the top digit at test.
+        """
+        return self.symbols(length) + 1
+
+    def symbols(self, length: int) -> int:
+        """Symbols needed to write the largest ``length``-digit decimal number in this base."""
+        return length
+
+    @property
+    def train_width(self) -> int:
+        """Operand width for the training pool [0, 2^20]: 7 decimal digits (21 bits) + 1."""
+        return len(np.base_repr(POOL_MAX, self.base)) + 1
+
+    def eval_width(self, length: int) -> int:
+        """Evaluation pads to the training width at least, so length 6 is interpolation."""
+        return max(self.operand_width(length), self.train_width)
+
+    # ---- sampling -----------------------------------------------------------------
+    def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
+        """Pool integers (one int64 array per operand) -> operand digit arrays."""
+        return [to_digits(v, self.train_width, self.base) for v in values]
+
+    def sample(self, rng: np.random.Generator, n: int, length: int) -> list[np.ndarray]:
+        """``n`` operand tuples of exactly ``length`` digits, padded to ``eval_width``."""
+        width = self.eval_width(length)
+        # Only the first operand may enumerate its population: pairs (k, k) would not be random.
+        return [pad_left(sample_decimal(rng, n, length, exhaustive=i == 0), width) for i in range(self.arity)]
+
+    # ---- writing ------------------------------------------------------------------
+    @abstractmethod
+    def target(self, operands: list[np.ndarray]) -> np.ndarray:
+        """Answer digits in generation order (least significant first), ``(n, m)``."""
+
+    def source(self, operands: list[np.ndarray], aligned: bool = False) -> np.ndarray:
+        """Encoder tokens ``(n, S)``: SOS, the expression, EOS."""
+        n = operands[0].shape[0]
+        sos = np.full((n, 1), vocab.SOS)
+        eos = np.full((n, 1), vocab.EOS)
+        if self.arity == 1:
+            body = operands[0]
+        else:
+            a, b = operands
+            op = np.full((n, 1), self.operator)
+            if aligned:
+                b = np.broadcast_to(b, a.shape) if b.shape[1] == 1 else b
+                pairs = np.stack([a, b], axis=2).reshape(n, -1)
+                body = np.concatenate([op, pairs], axis=1)
+            else:
+                body = np.concatenate([a, op, b], axis=1)
+        return np.concatenate([sos, body, eos], axis=1)
+
+    def digit_stride(self, aligned: bool) -> int | None:
+        """Source tokens per output digit position, or None where the input is not aligned."""
+        if self.arity == 1:
+            return 1
+        return 2 if aligned else None
+
+    # ---- predict ------------------------------------------------------------------
+    def parse(self, text: str) -> list[np.ndarray]:
+        """A user expression such as ``"123+456"`` -> operand digit arrays, padded."""
+        cleaned = text.replace(" ", "")
+        if not self.pattern.fullmatch(cleaned):
+            raise InputError(
+                f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"
+            )
+        parts = re.split(r"[+*]", cleaned)
+        width = max(self.train_width, *(len(p) + 1 for p in parts[: self.arity]))
+        if self.arity == 2 and self.operator == vocab.TIMES:
+            a = pad_left(np.array([[int(c) for c in parts[0]]]), width)
+            return [a, np.array([[int(parts[1])]])]
+        return [pad_left(np.array([[int(c) for c in p]]), width) for p in parts]
+
+    @abstractmethod
+    def example_input(self) -> str:
+        """A well-formed predict input, shown in error messages."""
+
+    def format_answer(self, digits: list[int]) -> str:
+        """Generation-order answer digits -> the answer as a person writes it."""
+        return "".join(str(d) for d in reversed(digits)).lstrip("0") or "0"

@@ -1,0 +1,42 @@
+"""N×1: y = x1 × x2 with x2 a single digit."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from abc_lightning import vocab
+from abc_lightning.tasks.base import Task, add_columns, pad_left, sample_decimal, to_digits
+
+
+class MultiplyBySingleDigit(Task):
+    """N×1 multiplication; the second operand is one digit in 0..9.
+
+    Example (training width 8), ``1234 × 7``::
+
+        natural  $ 0 0 0 0 1 2 3 4 * 7 &
+        aligned  $ * 0 7 0 7 0 7 0 7 1 7 2 7 3 7 4 7 &     (a_n b ... a_1 b)
+        target   8 3 6 8 0 0 0 0 0                         (8638 reversed)
+    """
+
+    name = "nx1"
+    arity = 2
+    operator = vocab.TIMES
+    pattern = re.compile(r"\d+\*\d")
+
+    def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
+        # The multiplier is a digit; draw it from the second pool value's last digit so
+        # that it stays a deterministic function of the seeded permutation.
+        return [to_digits(values[0], self.train_width), (values[1] % 10)[:, None]]
+
+    def sample(self, rng: np.random.Generator, n: int, length: int) -> list[np.ndarray]:
+        a = pad_left(sample_decimal(rng, n, length), self.eval_width(length))
+        return [a, rng.integers(0, 10, size=(n, 1))]
+
+    def target(self, operands: list[np.ndarray]) -> np.ndarray:
+        a, b = operands
+        return add_columns(a, 0, scale=b)
+
+    def example_input(self) -> str:
+        return "1234*7"

@@ -1,0 +1,12 @@
+import os
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Every test runs in its own folder so run directories never collide."""
+    monkeypatch.chdir(tmp_path)
+    yield

@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+
+from abc_lightning import vocab
+from abc_lightning.data import ArithmeticDataModule, eval_size
+from abc_lightning.errors import ConfigError, InputError
+from abc_lightning.tasks import get_task
+
+
+def written(task, text, aligned=False):
+    t = get_task(task)
+    ops = t.parse(text)
+    return vocab.decode(t.source(ops, aligned)[0]), "".join(map(str, t.target(ops)[0]))
+
+
+def test_successor_worked_example():
+    # padded to the training width 8 (7 digits of 2^20 plus one leading zero); output reversed
+    assert written("successor", "1299") == ("$00001299&", "003100000")
+
+
+def test_addition_natural_and_aligned():
+    src, tgt = written("addition", "123+958")
+    assert src == "$00000123+00000958&"
+    assert tgt == "180100000"  # 1081 reversed, 9 digits
+    src, _ = written("addition", "123+958", aligned=True)
+    assert src == "$+" + "00" * 5 + "192538" + "&"  # a_n b_n ... a_1 b_1
+
+
+def test_nx1_aligned_repeats_the_digit():
+    src, tgt = written("nx1", "1234*7", aligned=True)
+    assert src == "$*" + "07" * 4 + "17273747" + "&"
+    assert tgt == "836800000"  # 8638 reversed
+
+
+def test_parity_prefix_xor_scratchpad():
+    t = get_task("parity")
+    ops = t.parse("1011")  # x_1..x_4 (LSB first) = 1 1 0 1
+    src = vocab.decode(t.source(ops)[0])
+    assert src == "$" + "0" * 18 + "1011" + "&"  # 22 bits: 21 of 2^20 plus one leading zero
+    target = t.target(ops)[0]
+    assert list(target[:4]) == [1, 0, 0, 1]  # prefix XOR, least significant bit first
+    assert target[-1] == 1  # the last scratchpad bit is the parity of 1011
+    assert list(get_task("parity_classification").target(ops)[0]) == [1]
+
+
+def test_targets_are_exact_at_long_lengths():
+    rng = np.random.default_rng(0)
+    for name, op in [("successor", None), ("addition", "+"), ("nx1", "*")]:
+        t = get_task(name)
+        ops = t.sample(rng, 50, 60)
+        ints = [int("".join(map(str, o_row))) for o_row in ops[0]]
+        answers = [int("".join(map(str, row[::-1]))) for row in t.target(ops)]
+        if name == "successor":
+            expected = [a + 1 for a in ints]
+        else:
+            other = [int("".join(map(str, r))) for r in ops[1]]
+            expected = [a + b if op == "+" else a * b for a, b in zip(ints, other)]
+        assert answers == expected
+        assert all(len(str(a)) == 60 for a in ints)  # exactly L digits
+
+
+def test_parity_lengths_are_decimal_digits():
+    t = get_task("parity")
+    ops = t.sample(np.random.default_rng(0), 20, 60)
+    assert ops[0].shape[1] == (10**60 - 1).bit_length() + 1
+    bits = ops[0][:, ::-1]
+    assert (t.target(ops)[:, -1] == bits.sum(1) % 2).all()
+
+
+def test_eval_size_follows_protocol():
+    assert [eval_size(n, 10_000) for n in (1, 3, 4, 5, 60)] == [9, 900, 9000, 10_000, 10_000]
+
+
+def test_small_lengths_enumerate_every_number():
+    ops = get_task("successor").sample(np.random.default_rng(0), 90, 2)
+    values = sorted(int("".join(map(str, r))) for r in ops[0])
+    assert values == list(range(10, 100))
+
+
+def test_pool_split_is_7_to_1_seeded_and_disjoint():
+    dm = ArithmeticDataModule(task="successor", seed=3)
+    train, val = dm.pool_split()
+    assert len(train) + len(val) == 2**20 + 1
+    assert len(train) == (2**20 + 1) * 7 // 8  # 7:1
+    assert not set(train[:1000]) & set(val)
+    again, _ = ArithmeticDataModule(task="successor", seed=3).pool_split()
+    other, _ = ArithmeticDataModule(task="successor", seed=4).pool_split()
+    assert np.array_equal(train, again) and not np.array_equal(train, other)
+
+
+def test_training_numbers_are_mostly_six_digits():
+    dm = ArithmeticDataModule(task="successor")
+    train, _ = dm.pool_split()
+    seven = (train >= 10**6).mean()
+    assert 0.04 < seven < 0.05
+
+
+def test_unknown_task_and_bad_lengths_are_named():
+    with pytest.raises(ConfigError, match="unknown task 'division'"):
+        ArithmeticDataModule(task="division")
+    with pytest.raises(ConfigError, match=r"cannot produce \[0\]"):
+        ArithmeticDataModule(test_lengths=[6, 0])
+    with pytest.raises(ConfigError, match="cannot produce"):
+        ArithmeticDataModule(val_lengths=[10**6])
+
+
+@pytest.mark.parametrize("task,text", [("addition", "12+"), ("addition", "12*3"), ("successor", "12a"),
+                                       ("nx1", "123*45"), ("parity", "1021"), ("successor", "")])
+def test_malformed_predict_input(task, text):
+    with pytest.raises(InputError, match="is not a"):
+        get_task(task).parse(text)
