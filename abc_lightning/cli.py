@@ -7,11 +7,12 @@ Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predi
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import torch
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from abc_lightning.callbacks import AccuracyTable
 from abc_lightning.data import ArithmeticDataModule
@@ -31,12 +32,49 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"cannot load checkpoint {path}: corrupt, truncated or not a plain "
-                              f"weights file ({first[:160]})") from None
+        raise CheckpointError(f"cannot load checkpoint {path}: it is corrupt, truncated, or holds objects "
+                              f"other than tensors and plain data, which are refused ({type(exc).__name__})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
     return ckpt
+
+
+def _known_classes(base: type) -> list[str]:
+    found, todo = [], [base]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub.__name__)
+            todo.append(sub)
+    return sorted(found)
+
+
+def concise(message: str) -> str:
+    """jsonargparse's multi-line validation message -> one line that names key and value."""
+    key = re.search(r'Parser key "([^"]+)"', message)
+    path = re.search(r"Expected a dot import path string: (\S+)", message)
+    if key and path:
+        from abc_lightning.model.positional import PositionalScheme
+        from abc_lightning.model.positions import PositionIndex
+
+        bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex}
+        known = _known_classes(bases[key.group(1)]) if key.group(1) in bases else []
+        hint = f"; choose one of {known}" if known else ""
+        return f"{key.group(1)}: unknown class {path.group(1)!r}{hint}"
+    lines = [ln.strip(" -") for ln in message.splitlines() if ln.strip(" -")]
+    if key:
+        detail = next((ln for ln in lines if ln.startswith("Expected")), lines[-1])
+        return f"{key.group(1)}: {detail}"
+    return " ".join(lines)
+
+
+class ConciseParser(LightningArgumentParser):
+    """Prints one line per mistake instead of the usage block and a nested report."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error:
+            return super().error(message, ex)
+        print(f"abc_lightning: error: {concise(message)} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 class ABCLightningCLI(LightningCLI):
@@ -49,21 +87,34 @@ class ABCLightningCLI(LightningCLI):
             args=args,
             run=run,
             save_config_kwargs={"overwrite": True},
+            parser_class=ConciseParser,
             parser_kwargs={"default_env": False},
         )
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
 
-    def _check_ckpt(self, subcommand: str, required: bool) -> None:
+    def _user_ckpt(self, subcommand: str) -> dict | None:
+        """The checkpoint named by --ckpt_path, loaded safely once; None for none or a keyword."""
         ckpt_path = self.config[subcommand].get("ckpt_path")
-        if ckpt_path is None:
-            if required:
-                raise CheckpointError(f"{subcommand} needs a trained model: pass --ckpt_path PATH")
-            return
-        if subcommand == "fit" and ckpt_path in ("last", "hpc", "registry"):
-            return
-        check_compatible(load_checkpoint(ckpt_path)["state_dict"], self.model.state_dict())
+        if ckpt_path is None or ckpt_path in ("last", "best", "hpc", "registry"):
+            return None
+        if getattr(self, "_ckpt", None) is None:
+            self._ckpt = load_checkpoint(ckpt_path)
+        return self._ckpt
+
+    def _parse_ckpt_path(self) -> None:
+        # LightningCLI reads the checkpoint's hyperparameters here; fail clearly first.
+        if self.config.get("subcommand"):
+            self._user_ckpt(self.config.subcommand)
+        super()._parse_ckpt_path()
+
+    def _check_ckpt(self, subcommand: str, required: bool) -> None:
+        if self.config[subcommand].get("ckpt_path") is None and required:
+            raise CheckpointError(f"{subcommand} needs a trained model: pass --ckpt_path PATH")
+        ckpt = self._user_ckpt(subcommand)
+        if ckpt is not None:
+            check_compatible(ckpt["state_dict"], self.model.state_dict())
 
     def before_fit(self) -> None:
         self._check_ckpt("fit", required=False)
@@ -89,11 +140,28 @@ class ABCLightningCLI(LightningCLI):
         (out / "predictions.json").write_text(json.dumps(rows, indent=2))
 
 
+USER_ERRORS = (ConfigError, InputError, CheckpointError)
+
+
+def user_error(exc: BaseException) -> BaseException | None:
+    """Our own error behind ``exc``: jsonargparse and Lightning wrap what constructors raise."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, USER_ERRORS):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line and return exit status 2."""
     try:
         ABCLightningCLI(args=args)
-    except (ConfigError, InputError, CheckpointError) as exc:
-        print(f"abc_lightning: error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        cause = user_error(exc)
+        if cause is None:
+            raise
+        print(f"abc_lightning: error: {cause}", file=sys.stderr)
         return 2
     return 0

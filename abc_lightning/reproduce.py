@@ -18,32 +18,66 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 LENGTHS = [6, 10, 15, 20, 60, 600]
 
-# Table 1 of the paper (seed 003), accuracy % at 60 digits; None where the paper has no number.
+class Cell(NamedTuple):
+    """One row of a reproduction table."""
+
+    task: str
+    label: str
+    config: str
+    paper60: float | None = None  # the paper's accuracy at 60 digits, None where it has none
+    overrides: tuple[str, ...] = ()  # CLI overrides on top of the config
+    name: str = ""  # record name; defaults to the config's stem
+
+    @property
+    def key(self) -> str:
+        return self.name or Path(self.config).stem
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python -m abc_lightning fit --config", self.config, *self.overrides])
+
+
+# Table 1 of the paper (seed 003).
 TABLE1 = [
-    # (task, config label, config path, paper accuracy at 60)
-    ("successor", "Vanilla", "configs/table1/successor_vanilla.yaml", 0.0),
-    ("successor", "+ w=1", "configs/table1/successor_w1.yaml", 100.0),
-    ("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
-    ("successor", "NoPE + w=1", "configs/table1/successor_nope_w1.yaml", 100.0),
-    ("addition", "Vanilla", "configs/table1/addition_vanilla.yaml", 0.0),
-    ("addition", "+ w=1", "configs/table1/addition_w1.yaml", 0.0),
-    ("addition", "+ T=3", "configs/abs_addition.yaml", 100.0),
-    ("addition", "NoPE + w=1", "configs/table1/addition_nope_w1.yaml", 99.35),
-    ("parity", "Transformer (classification)", "configs/table1/parity_classification_vanilla.yaml", None),
-    ("parity", "Vanilla + scratchpad", "configs/table1/parity_vanilla.yaml", 0.0),
-    ("parity", "+ w=1", "configs/table1/parity_w1.yaml", 100.0),
-    ("parity", "+ T=3", "configs/abs_parity.yaml", 100.0),
-    ("parity", "NoPE + w=1", "configs/table1/parity_nope_w1.yaml", 100.0),
-    ("nx1", "Vanilla", "configs/table1/nx1_vanilla.yaml", 0.0),
-    ("nx1", "+ w=1", "configs/table1/nx1_w1.yaml", 0.0),
-    ("nx1", "+ T=3", "configs/abs_nx1.yaml", 100.0),
-    ("nx1", "NoPE + w=1", "configs/table1/nx1_nope_w1.yaml", 98.31),
+    Cell("successor", "Vanilla", "configs/table1/successor_vanilla.yaml", 0.0),
+    Cell("successor", "+ w=1", "configs/table1/successor_w1.yaml", 100.0),
+    Cell("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
+    Cell("successor", "NoPE + w=1", "configs/table1/successor_nope_w1.yaml", 100.0),
+    Cell("addition", "Vanilla", "configs/table1/addition_vanilla.yaml", 0.0),
+    Cell("addition", "+ w=1", "configs/table1/addition_w1.yaml", 0.0),
+    Cell("addition", "+ T=3", "configs/abs_addition.yaml", 100.0),
+    Cell("addition", "NoPE + w=1", "configs/table1/addition_nope_w1.yaml", 99.35),
+    Cell("parity", "Transformer (classification)", "configs/table1/parity_classification_vanilla.yaml"),
+    Cell("parity", "Vanilla + scratchpad", "configs/table1/parity_vanilla.yaml", 0.0),
+    Cell("parity", "+ w=1", "configs/table1/parity_w1.yaml", 100.0),
+    Cell("parity", "+ T=3", "configs/abs_parity.yaml", 100.0),
+    Cell("parity", "NoPE + w=1", "configs/table1/parity_nope_w1.yaml", 100.0),
+    Cell("nx1", "Vanilla", "configs/table1/nx1_vanilla.yaml", 0.0),
+    Cell("nx1", "+ w=1", "configs/table1/nx1_w1.yaml", 0.0),
+    Cell("nx1", "+ T=3", "configs/abs_nx1.yaml", 100.0),
+    Cell("nx1", "NoPE + w=1", "configs/table1/nx1_nope_w1.yaml", 98.31),
 ]
-PAPER_NOTES = {"configs/table1/parity_classification_vanilla.yaml": "paper: 52.0 / 52.6 overall (Delétang / Ruoss)"}
-TABLES = {"table1": TABLE1}
+PAPER_NOTES = {"parity_classification_vanilla": "52.0 / 52.6 at any length (Delétang / Ruoss)"}
+
+
+def _geometry(task: str, config: str, geometry: str, cross: int) -> Cell:
+    over = (f"--trainer.callbacks.init_args.geometry={geometry}", f"--trainer.callbacks.init_args.cross_width={cross}")
+    return Cell(task, f"NoPE, self w=1, cross {geometry} w={cross}", config, None, over,
+                f"{task}_{geometry}_cross{cross}")
+
+
+# Which cross-attention window geometry works (DESIGN.md §4 leaves it to experiment).
+GEOMETRY = [
+    _geometry("successor", "configs/table1/successor_nope_w1.yaml", g, 1) for g in ("trailing", "symmetric", "leading")
+] + [
+    _geometry("addition", "configs/table1/addition_nope_w1.yaml", g, w)
+    for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1), ("leading", 1))
+]
+TABLES = {"table1": TABLE1, "geometry": GEOMETRY}
 
 
 def run(cmd: list[str], log: Path) -> float:
@@ -56,12 +90,12 @@ def run(cmd: list[str], log: Path) -> float:
     return time.perf_counter() - start
 
 
-def run_cell(config: str, out_dir: Path, extra: list[str]) -> dict:
-    """fit + test one config; returns the cell's record."""
-    name = Path(config).stem
+def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
+    """fit + test one cell; returns the cell's record."""
+    name, config = cell.key, cell.config
     run_dir = out_dir / "runs"
     common = ["--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.logger.init_args.name", name,
-              "--trainer.enable_progress_bar", "false", *extra]
+              "--trainer.enable_progress_bar", "false", *cell.overrides, *extra]
     py = [sys.executable, "-m", "abc_lightning"]
     fit_cmd = [*py, "fit", "--config", config, *common, "--trainer.logger.init_args.version", "fit"]
     fit_s = run(fit_cmd, out_dir / f"{name}.fit.log")
@@ -73,14 +107,14 @@ def run_cell(config: str, out_dir: Path, extra: list[str]) -> dict:
     fit_val = json.loads((run_dir / name / "fit" / "val_accuracy.json").read_text())
     return {"config": config, "train_seconds": round(fit_s, 1), "test_seconds": round(test_s, 1),
             "steps": fit_val["global_step"], "rows": test["rows"],
-            "command": f"python -m abc_lightning fit --config {config}"}
+            "command": cell.command}
 
 
 def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
-def write_table(table: str, cells: list[tuple], records: dict, out: Path) -> str:
+def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit `{commit or 'unknown'}`, {datetime.date.today()}, on {platform.machine()} "
@@ -89,20 +123,21 @@ def write_table(table: str, cells: list[tuple], records: dict, out: Path) -> str
             "| task | config | 6 | 10 | 15 | 20 | 60 | 600 | paper 60 | train time | command |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
-    for task, label, config, paper60 in cells:
-        rec = records.get(config)
+    for cell in cells:
+        rec = records.get(cell.key)
         if rec is None:
-            lines.append(f"| {task} | {label} | not run |  |  |  |  |  | {fmt(paper60)} |  | `{config}` |")
+            lines.append(f"| {cell.task} | {cell.label} | not run |  |  |  |  |  | {fmt(cell.paper60)} |  "
+                         f"| `{cell.command}` |")
             continue
         acc = {r["length"]: r["accuracy"] for r in rec["rows"]}
         cols = " | ".join(fmt(acc.get(n)) for n in LENGTHS)
-        paper = PAPER_NOTES.get(config, fmt(paper60))
-        lines.append(f"| {task} | {label} | {cols} | {paper} | {rec['train_seconds']:.0f} s ({rec['steps']} steps) "
-                     f"| `{rec['command']}` |")
+        paper = PAPER_NOTES.get(cell.key, fmt(cell.paper60))
+        lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {rec['train_seconds']:.0f} s "
+                     f"({rec['steps']} steps) | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
     (out / f"{table}.md").write_text(text)
     (out / f"{table}.json").write_text(json.dumps({"commit": commit, "date": str(datetime.date.today()),
-                                                    "cells": [records[c[2]] for c in cells if c[2] in records]},
+                                                    "cells": [records[c.key] for c in cells if c.key in records]},
                                                    indent=2))
     return text
 
@@ -114,21 +149,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="re-run cells that already have results")
     parser.add_argument("--results", default="results", help="output folder (default: results)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild the table from finished cells")
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="extra CLI overrides after --, for every cell")
-    args = parser.parse_args(argv)
+    parser.epilog = "Overrides for every cell go after a literal --, e.g. -- --trainer.max_epochs=2"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     cells = TABLES[args.table]
     out = Path(args.results)
     cell_dir = out / args.table
     cell_dir.mkdir(parents=True, exist_ok=True)
-    extra = [a for a in args.extra if a != "--"]
     records = {}
-    for task, label, config, _ in cells:
-        record_file = cell_dir / f"{Path(config).stem}.json"
-        wanted = args.only is None or config in args.only or Path(config).stem in args.only
+    for cell in cells:
+        record_file = cell_dir / f"{cell.key}.json"
+        wanted = args.only is None or cell.config in args.only or cell.key in args.only
         if wanted and not args.table_only and (args.force or not record_file.exists()):
-            print(f"[reproduce] {task} / {label}: {config}", flush=True)
-            record_file.write_text(json.dumps(run_cell(config, cell_dir, extra), indent=2))
+            print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
+            record_file.write_text(json.dumps(run_cell(cell, cell_dir, extra), indent=2))
         if record_file.exists():
-            records[config] = json.loads(record_file.read_text())
+            records[cell.key] = json.loads(record_file.read_text())
     print(write_table(args.table, cells, records, out))
     return 0

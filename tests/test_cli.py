@@ -1,0 +1,98 @@
+"""The CLI parses every shipped config and turns bad input into one clear line, exit 2."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from abc_lightning.cli import ABCLightningCLI, run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+DEBUG = str(ROOT / "configs" / "debug.yaml")
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT / "configs")))
+def test_every_shipped_config_parses_and_builds(config):
+    cli = ABCLightningCLI(args=["--config", str(config)], run=False)
+    assert cli.model.model.d_model >= 1
+    assert cli.datamodule.task.name in config.read_text()
+
+
+def test_abs_parity_is_the_scaffolded_cell():
+    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs_parity.yaml")], run=False)
+    windows = [cb for cb in cli.trainer.callbacks if type(cb).__name__ == "AttentionWindow"]
+    assert windows and windows[0].self_width == 1
+    assert cli.model.model.position_index(4).tolist() == [0, 1, 2, 0]
+
+
+def error_line(capsys, args):
+    """Run the CLI; return its single stderr error line (parser errors exit through SystemExit)."""
+    try:
+        code = run_cli(args)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]
+    assert len(lines) == 1
+    return lines[0]
+
+
+@pytest.mark.parametrize("override,expected", [
+    (["--data.task=division"], "unknown task 'division'"),
+    (["--model.positional=Foo"], "model.positional: unknown class 'Foo'"),
+    (["--trainer.callbacks.init_args.self_width=-1"], "w >= 0"),
+    (["--model.position_index=CyclicIndex", "--model.position_index.period=0"], "T must be an integer >= 1"),
+    (["--data.test_lengths=[6, 0]"], "cannot produce [0]"),
+    (["--data.val_lengths=[20000]"], "cannot produce [20000]"),
+    (["--model.heads=3"], "must divide d_model"),
+    (["--data.batch_size=0"], "batch_size must be an integer >= 1"),
+])
+def test_bad_config_values_get_one_line(capsys, override, expected):
+    line = error_line(capsys, ["fit", "--config", DEBUG, "--trainer.max_epochs=0", *override])
+    assert expected in line
+    assert not Path("runs").exists() or not any(Path("runs").rglob("*.ckpt"))
+
+
+def plain_checkpoint(path: str, **extra) -> str:
+    cli = ABCLightningCLI(args=["--config", DEBUG], run=False)
+    torch.save({"state_dict": cli.model.state_dict(), **extra}, path)
+    return path
+
+
+def test_missing_checkpoint(capsys):
+    assert "checkpoint not found: nowhere.ckpt" in error_line(capsys, ["test", "--config", DEBUG, "--ckpt_path", "nowhere.ckpt"])
+
+
+def test_test_without_checkpoint(capsys):
+    assert "pass --ckpt_path" in error_line(capsys, ["test", "--config", DEBUG])
+
+
+def test_corrupt_checkpoint(capsys):
+    Path("corrupt.ckpt").write_bytes(b"\x80\x04not a checkpoint")
+    assert "cannot load checkpoint corrupt.ckpt" in error_line(capsys, ["test", "--config", DEBUG, "--ckpt_path", "corrupt.ckpt"])
+
+
+def test_checkpoint_holding_a_pickled_callable_is_refused(capsys):
+    plain_checkpoint("evil.ckpt", payload=os.system)
+    line = error_line(capsys, ["test", "--config", DEBUG, "--ckpt_path", "evil.ckpt"])
+    assert "refused" in line
+
+
+def test_incompatible_checkpoint_names_the_mismatch(capsys):
+    plain_checkpoint("small.ckpt")
+    line = error_line(capsys, ["test", "--config", DEBUG, "--model.d_model=64", "--ckpt_path", "small.ckpt"])
+    assert "does not fit the configured model" in line and "shape mismatch" in line
+
+
+@pytest.mark.parametrize("bad", ["12+34", "12a", "", "1 2 3 4 +"])
+def test_malformed_predict_input(capsys, bad):
+    plain_checkpoint("ok.ckpt")
+    line = error_line(capsys, ["predict", "--config", DEBUG, "--ckpt_path", "ok.ckpt", f"--data.predict_inputs=[{bad!r}]"])
+    assert "is not a successor input" in line
+
+
+def test_predict_needs_inputs(capsys):
+    plain_checkpoint("ok.ckpt")
+    assert "predict needs inputs" in error_line(capsys, ["predict", "--config", DEBUG, "--ckpt_path", "ok.ckpt"])

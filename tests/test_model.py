@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+
+from abc_lightning import vocab
+from abc_lightning.biases import WindowBias
+from abc_lightning.errors import ConfigError
+from abc_lightning.model import CyclicIndex, LinearIndex, NoPE, Seq2SeqTransformer, Sinusoidal
+
+
+def tiny(**kw) -> Seq2SeqTransformer:
+    torch.manual_seed(0)
+    args = dict(d_model=32, heads=4, encoder_layers=1, decoder_layers=2, feedforward=64, dropout=0.0)
+    return Seq2SeqTransformer(**{**args, **kw}).eval()
+
+
+def batch(b=3, s=9, t=8):
+    src = torch.randint(0, 10, (b, s))
+    src[:, 0], src[:, -1] = vocab.SOS, vocab.EOS
+    tgt = torch.randint(0, 10, (b, t))
+    tgt[:, 0] = vocab.SOS
+    return src, tgt
+
+
+def test_cyclic_position_indexing():
+    assert CyclicIndex(3)(7).tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert LinearIndex()(4).tolist() == [0, 1, 2, 3]
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match="T must be an integer >= 1"):
+            CyclicIndex(bad)
+
+
+def test_cpi_indices_reach_the_positional_scheme():
+    m = tiny(position_index=CyclicIndex(3))
+    pos = m.position_index(6)
+    emb = m.positional.embed(pos)
+    assert torch.equal(emb[0], emb[3]) and not torch.equal(emb[0], emb[1])
+
+
+def test_sinusoidal_formula():
+    s = Sinusoidal()
+    s.setup(8, 2)
+    p = s.embed(torch.arange(5))
+    j = 3
+    assert p[j, 0].item() == pytest.approx(math.sin(j))
+    assert p[j, 1].item() == pytest.approx(math.cos(j))
+    assert p[j, 2].item() == pytest.approx(math.sin(j / 10000 ** (2 / 8)))
+
+
+def test_forward_with_and_without_bias():
+    src, tgt = batch()
+    m = tiny(positional=NoPE())
+    plain = m(src, tgt).logits
+    assert plain.shape == (3, 8, vocab.VOCAB_SIZE)
+    m.install_bias("abs_window", WindowBias(self_width=1, cross_width=1))
+    windowed = m(src, tgt).logits
+    assert windowed.shape == plain.shape
+    assert not torch.allclose(plain, windowed)
+    m.remove_bias("abs_window")
+    assert torch.allclose(m(src, tgt).logits, plain)
+
+
+def test_closed_cells_get_zero_attention_and_maps_have_documented_shapes():
+    src, tgt = batch()
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(self_width=1, cross_width=0))
+    out = m(src, tgt, return_attention=True)
+    assert set(out.attention) == {"encoder", "decoder", "cross"}
+    assert len(out.attention["decoder"]) == 2 and len(out.attention["encoder"]) == 1
+    cross = out.attention["cross"][-1]
+    assert cross.weights.shape == (3, 4, 8, 9) and cross.scores.shape == (3, 4, 8, 9)
+    closed = m.bias_sources["abs_window"]("cross", 8, 9, torch.device("cpu"))[0] == float("-inf")
+    assert (cross.weights[:, :, closed] == 0).all()
+    assert torch.allclose(cross.weights.sum(-1), torch.ones(3, 4, 8))
+    self_w = out.attention["decoder"][0].weights
+    assert (self_w.triu(1) == 0).all()  # causal
+
+
+def test_map_path_matches_fused_attention():
+    src, tgt = batch()
+    m = tiny()
+    m.install_bias("abs_window", WindowBias(self_width=1, cross_width=1))
+    assert torch.allclose(m(src, tgt).logits, m(src, tgt, return_attention=True).logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", [Sinusoidal(), NoPE()])
+@pytest.mark.parametrize("index", [LinearIndex(), CyclicIndex(3)])
+@pytest.mark.parametrize("window", [None, WindowBias(1, 1), WindowBias(1, 0, stride=2)])
+def test_cached_decoding_matches_full_recomputation(positional, index, window):
+    m = tiny(positional=positional, position_index=index)
+    if window is not None:
+        m.install_bias("abs_window", window)
+    src, _ = batch(b=16, s=23)
+    assert torch.equal(m.generate(src, 22), m.generate(src, 22, use_cache=False))
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(d_model=30, heads=4), "must divide"),
+                                          (dict(decoder_layers=0), "decoder_layers must be >= 1"),
+                                          (dict(dropout=1.5), "dropout")])
+def test_bad_sizes_are_named(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        tiny(**kwargs)

@@ -1,0 +1,36 @@
+"""End to end: a tiny model really learns successor with ABS and holds at 5× the training length."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abc_lightning.cli import run_cli
+
+DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
+
+
+@pytest.mark.slow
+def test_fit_test_predict_generalizes(capsys):
+    assert run_cli(["fit", "--config", DEBUG, "--trainer.enable_progress_bar=false"]) == 0
+    run = Path("runs/debug/version_0")
+    val = json.loads((run / "val_accuracy.json").read_text())
+    assert [r["length"] for r in val["rows"]] == [6, 20]
+    assert (run / "val_accuracy.md").read_text().startswith("### successor")
+
+    best = run / "checkpoints" / "best.ckpt"
+    assert best.is_file()
+    assert run_cli(["test", "--config", DEBUG, "--ckpt_path", str(best), "--trainer.enable_progress_bar=false"]) == 0
+    test = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())
+    acc = {r["length"]: r["accuracy"] for r in test["rows"]}
+    samples = {r["length"]: r["samples"] for r in test["rows"]}
+    assert samples == {6: 500, 30: 500}
+    # trained on numbers of at most 7 digits; 30 digits is out of distribution
+    assert acc[6] >= 99.0 and acc[30] >= 99.0, acc
+
+    capsys.readouterr()
+    inputs = '["999", "123456789012345678901234567890123456789"]'
+    assert run_cli(["predict", "--config", DEBUG, "--ckpt_path", str(best), f"--data.predict_inputs={inputs}"]) == 0
+    out = capsys.readouterr().out
+    assert "999 = 1000   ok" in out
+    assert "123456789012345678901234567890123456789 = 123456789012345678901234567890123456790   ok" in out
