@@ -131,6 +131,17 @@ class ArithmeticDataModule(L.LightningDataModule):
         """Source tokens per output digit (1 unary, 2 aligned binary, None natural binary)."""
         return self.task.digit_stride(self.aligned)
 
+    def max_tokens(self, stage: str) -> int:
+        """The longest source or decoder sequence this stage will feed the model."""
+        lengths = {"fit": self.val_lengths, "validate": self.val_lengths, "test": self.test_lengths}.get(stage, [])
+        widths = [self.task.eval_width(n) for n in lengths] + [self.task.train_width]
+        widths += [len(text) + 1 for text in self.predict_inputs] if stage == "predict" else []
+        ops = [np.zeros((1, max(widths)), dtype=np.int64)] * self.task.arity
+        if self.task.arity == 2 and self.task.operator == vocab.TIMES:
+            ops = [ops[0], np.zeros((1, 1), dtype=np.int64)]
+        enc = encode(self.task, ops, self.aligned)
+        return max(enc.src.shape[1], enc.tgt_in.shape[1])
+
     # ---- splits -------------------------------------------------------------------
     def pool_split(self) -> tuple[np.ndarray, np.ndarray]:
         """The seeded permutation Π of [0, 2^20], split 7:1 into (train, validation)."""

@@ -50,6 +50,7 @@ class ArithmeticTransformer(L.LightningModule):
         dm = self.trainer.datamodule if self._trainer is not None else None
         if dm is None:
             return
+        self.model.check_length(dm.max_tokens(stage))
         self.val_metrics = nn.ModuleDict({str(n): ExactMatch() for n in ["val", *dm.val_lengths]})
         self.test_metrics = nn.ModuleDict({str(n): ExactMatch() for n in dm.test_lengths})
 

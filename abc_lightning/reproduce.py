@@ -31,6 +31,7 @@ class Cell(NamedTuple):
     paper60: float | None = None  # the paper's accuracy at 60 digits, None where it has none
     overrides: tuple[str, ...] = ()  # CLI overrides on top of the config
     name: str = ""  # record name; defaults to the config's stem
+    curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
 
     @property
     def key(self) -> str:
@@ -77,7 +78,20 @@ GEOMETRY = [
     _geometry("addition", "configs/table1/addition_nope_w1.yaml", g, w)
     for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1), ("leading", 1))
 ]
-TABLES = {"table1": TABLE1, "geometry": GEOMETRY}
+CURVE_LENGTHS = list(range(1, 61))
+CURVE_SAMPLES = 500
+SCHEME_LABELS = {"vanilla": "Vanilla", "learned": "Learned", "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi",
+                 "t5": "T5 bias", "sandwich": "Sandwich", "fire": "FIRE", "randomized": "Randomized"}
+# Table 3 of the paper (accuracy at 60); None where it has no number for that scheme.
+PAPER_BASELINES = {("successor", "vanilla"): 0.0, ("successor", "rope"): 0.0, ("successor", "alibi"): 0.0,
+                   ("addition", "vanilla"): 0.0, ("addition", "rope"): 0.0, ("addition", "alibi"): 0.0,
+                   ("nx1", "vanilla"): 0.0, ("nx1", "rope"): 0.0}
+# Baselines in the natural input form (Figure 1, Tables 1 and 3); every task × scheme.
+BASELINES = [
+    Cell(task, label, f"configs/baselines/{task}_{key}.yaml", PAPER_BASELINES.get((task, key)), curve=True)
+    for task in ("successor", "addition", "nx1", "parity") for key, label in SCHEME_LABELS.items()
+]
+TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES}
 
 
 def run(cmd: list[str], log: Path) -> float:
@@ -105,9 +119,16 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     test_s = run(test_cmd, out_dir / f"{name}.test.log")
     test = json.loads((run_dir / name / "test" / "test_accuracy.json").read_text())
     fit_val = json.loads((run_dir / name / "fit" / "val_accuracy.json").read_text())
-    return {"config": config, "train_seconds": round(fit_s, 1), "test_seconds": round(test_s, 1),
-            "steps": fit_val["global_step"], "rows": test["rows"],
-            "command": cell.command}
+    record = {"config": config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
+              "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "rows": test["rows"],
+              "command": cell.command}
+    if cell.curve:
+        curve_cmd = [*test_cmd[: test_cmd.index("--trainer.logger.init_args.version")], "--trainer.logger.init_args.version",
+                     "curve", "--ckpt_path", str(ckpt), f"--data.test_lengths={CURVE_LENGTHS}",
+                     f"--data.test_samples={CURVE_SAMPLES}"]
+        run(curve_cmd, out_dir / f"{name}.curve.log")
+        record["curve"] = json.loads((run_dir / name / "curve" / "test_accuracy.json").read_text())["rows"]
+    return record
 
 
 def fmt(x) -> str:
@@ -167,4 +188,15 @@ def main(argv: list[str] | None = None) -> int:
         if record_file.exists():
             records[cell.key] = json.loads(record_file.read_text())
     print(write_table(args.table, cells, records, out))
+    curves: dict[str, dict[str, list[dict]]] = {}
+    for cell in cells:
+        if "curve" in records.get(cell.key, {}):
+            curves.setdefault(cell.task, {})[cell.label] = records[cell.key]["curve"]
+    if curves:
+        from abc_lightning.plotting import accuracy_curves
+
+        figure = out / f"{args.table}_curves.png"
+        accuracy_curves(curves, title=f"{args.table}: accuracy by length ({CURVE_SAMPLES} samples per length)"
+                        ).savefig(figure, dpi=120)
+        print(f"figure written to {figure}")
     return 0

@@ -51,11 +51,11 @@ def attend(
 class MultiHeadAttention(nn.Module):
     """Multi-head attention over ``x_q (b q d_model)`` and ``x_kv (b k d_model)``."""
 
-    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+    def __init__(self, d_model: int, heads: int, dropout: float, qk_bias: bool = True) -> None:
         super().__init__()
         self.heads = heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
+        self.q_proj = nn.Linear(d_model, d_model, bias=qk_bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=qk_bias)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)

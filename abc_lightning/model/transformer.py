@@ -54,9 +54,9 @@ class FeedForward(nn.Sequential):
 class EncoderLayer(nn.Module):
     """Pre-norm self-attention and feed-forward block."""
 
-    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float) -> None:
+    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float, qk_bias: bool = True) -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(d_model, heads, dropout)
+        self.attn = MultiHeadAttention(d_model, heads, dropout, qk_bias)
         self.ff = FeedForward(d_model, hidden, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
@@ -75,30 +75,29 @@ class DecoderLayer(nn.Module):
     and the cross-attention keys/values of the memory, computed once.
     """
 
-    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float) -> None:
+    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float, qk_bias: bool = True) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads, dropout, qk_bias)
+        self.cross_attn = MultiHeadAttention(d_model, heads, dropout, qk_bias)
         self.ff = FeedForward(d_model, hidden, dropout)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, need_map, cache=None):
+    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map, cache=None):
         h = self.norm1(x)
+        k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
-            k, v = self.self_attn.keys_values(h, t_pos, rotary)
-            ck, cv = self.cross_attn.keys_values(memory, s_pos, rotary)
+            ck, cv = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
         else:
-            k, v = self.self_attn.keys_values(h, t_pos, rotary)
             if "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
             cache["k"], cache["v"] = k, v
             if "ck" not in cache:
-                cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, rotary)
+                cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
             ck, cv = cache["ck"], cache["cv"]
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
         x = x + h
-        h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, rotary, need_map)
+        h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map)
         x = x + h
         return x + self.drop(self.ff(self.norm3(x))), self_map, cross_map
 
@@ -134,8 +133,11 @@ class Seq2SeqTransformer(nn.Module):
         self.positional.setup(d_model, heads)
         self.position_index = position_index if position_index is not None else LinearIndex()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, feedforward, dropout) for _ in range(encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, feedforward, dropout) for _ in range(decoder_layers))
+        qk_bias = self.positional.qk_bias
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, feedforward, dropout, qk_bias)
+                                     for _ in range(encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, feedforward, dropout, qk_bias)
+                                     for _ in range(decoder_layers))
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
         self.drop = nn.Dropout(dropout)
@@ -165,32 +167,46 @@ class Seq2SeqTransformer(nn.Module):
         absolute = self.positional.embed(positions)
         return self.drop(x if absolute is None else x + absolute)
 
-    def _rotary(self) -> PositionalScheme | None:
-        """The scheme when it rotates queries and keys (RoPE-like), else None."""
+    def _rotary(self, kind: str) -> PositionalScheme | None:
+        """The scheme when it rotates queries and keys (RoPE-like) in this kind, else None."""
         scheme = self.positional
-        return None if type(scheme).rotate is PositionalScheme.rotate else scheme
+        rotates = type(scheme).rotate is not PositionalScheme.rotate
+        return scheme if rotates and scheme.applies(kind) else None
+
+    def check_length(self, n_tokens: int) -> None:
+        """Raise ConfigError if sequences of ``n_tokens`` exceed what the positions can encode."""
+        limit = self.positional.max_positions()
+        largest = int(self.position_index(n_tokens).max()) if n_tokens else 0
+        if limit is not None and largest >= limit:
+            raise ConfigError(f"sequences of {n_tokens} tokens need position {largest}, but "
+                              f"{type(self.positional).__name__} encodes positions < {limit}; "
+                              "raise its max_position or evaluate shorter lengths")
 
     def encode(self, src: torch.Tensor, need_map: bool = False):
         """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
         pos = self.position_index(src.shape[1], src.device)
         x = self._embed(src, pos)
-        bias, rotary = self.attention_bias("encoder", pos, pos), self._rotary()
+        bias, rotary = self.attention_bias("encoder", pos, pos), self._rotary("encoder")
         maps = []
         for layer in self.encoder:
             x, amap = layer(x, bias, pos, rotary, need_map)
             maps.append(amap)
         return self.encoder_norm(x), maps
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False):
-        """``tgt (b, t)`` and ``memory (b, s, d)`` -> logits ``(b, t, vocab)`` and maps."""
-        t_pos = self.position_index(tgt.shape[1], tgt.device)
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False, t_pos: torch.Tensor | None = None):
+        """``tgt (b, t)`` and ``memory (b, s, d)`` -> logits ``(b, t, vocab)`` and maps.
+
+        ``t_pos`` overrides the decoder's position indices (greedy decoding passes prefixes
+        of the full-length indices, which matters for randomized positions).
+        """
+        t_pos = self.position_index(tgt.shape[1], tgt.device) if t_pos is None else t_pos
         s_pos = self.position_index(memory.shape[1], memory.device)
         x = self._embed(tgt, t_pos)
         self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
-        rotary = self._rotary()
+        rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         self_maps, cross_maps = [], []
         for layer in self.decoder:
-            x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, need_map)
+            x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map)
             self_maps.append(sm)
             cross_maps.append(cm)
         return self.head(self.decoder_norm(x)), self_maps, cross_maps
@@ -212,15 +228,15 @@ class Seq2SeqTransformer(nn.Module):
         """
         memory, _ = self.encode(src)
         out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
+        t_pos = self.position_index(steps, src.device)
         if not use_cache:
-            for _ in range(steps):
-                logits, _, _ = self.decode(out, memory)
+            for t in range(steps):
+                logits, _, _ = self.decode(out, memory, t_pos=t_pos[: t + 1])
                 out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
             return out[:, 1:]
-        t_pos = self.position_index(steps, src.device)
         s_pos = self.position_index(memory.shape[1], src.device)
         self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
-        rotary = self._rotary()
+        rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         caches = [{} for _ in self.decoder]
         tokens = []
         for t in range(steps):
@@ -228,7 +244,7 @@ class Seq2SeqTransformer(nn.Module):
             row_self = None if self_bias is None else self_bias[..., t : t + 1, : t + 1]
             row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, :]
             for layer, cache in zip(self.decoder, caches):
-                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, False, cache)
+                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False, cache)
             out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)
         return torch.cat(tokens, dim=1)

@@ -1,0 +1,38 @@
+"""Pure plotting functions: result rows in, matplotlib Figure out. Saving is the caller's job."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on servers; callers only save or log figures
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+
+def accuracy_curves(curves: dict[str, dict[str, list[dict]]], train_length: int = 6, title: str = "") -> Figure:
+    """Accuracy-versus-length curves in the style of the paper's Figure 1.
+
+    Args:
+        curves: ``{task: {label: [{"length": L, "accuracy": percent}, …]}}``; one panel per
+            task, one line per label.
+        train_length: drawn as a dotted vertical line (L_int).
+    """
+    tasks = list(curves)
+    fig, axes = plt.subplots(1, max(len(tasks), 1), figsize=(4.2 * max(len(tasks), 1), 3.6), squeeze=False,
+                             sharey=True)
+    for ax, task in zip(axes[0], tasks):
+        for label, rows in curves[task].items():
+            rows = sorted(rows, key=lambda r: r["length"])
+            ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], label=label, linewidth=1.4)
+        ax.axvline(train_length, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(task)
+        ax.set_xlabel("length (digits)")
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("exact-match accuracy (%)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
