@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on servers; callers only save or log figures
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+import torch  # noqa: E402
 
 
 def accuracy_curves(curves: dict[str, dict[str, list[dict]]], train_length: int = 6, title: str = "") -> Figure:
@@ -35,4 +36,34 @@ def accuracy_curves(curves: dict[str, dict[str, list[dict]]], train_length: int 
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def bias_heatmaps(bias: torch.Tensor, title: str = "") -> Figure:
+    """Per-head heatmaps of a bias ``(H, q, k)`` like the paper's Figures 10–11.
+
+    Each head has its own colour scale; closed (−inf) cells are left white and a
+    transparent head (all 0) is painted black, as in the paper.
+    """
+    heads = bias.shape[0]
+    cols = min(heads, 4)
+    rows = (heads + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        ax.set_axis_off()
+        if h >= heads:
+            continue
+        b = bias[h].detach().float().cpu()
+        closed = torch.isinf(b)
+        if not closed.any() and (b == 0).all():
+            ax.imshow(torch.zeros_like(b), cmap="gray", vmin=0, vmax=1, aspect="auto")
+            ax.set_title(f"head {h + 1}: transparent", fontsize=9)
+            continue
+        shown = b.masked_fill(closed, float("nan")).numpy()
+        image = ax.imshow(shown, cmap="viridis", aspect="auto", interpolation="nearest")
+        fig.colorbar(image, ax=ax, fraction=0.046)
+        ax.set_title(f"head {h + 1}", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
     return fig

@@ -1,6 +1,7 @@
 """Callbacks do the phase-boundary work: install biases, stop, write tables."""
 
+from abc_lightning.callbacks.abc import AttentionBiasCalibration
 from abc_lightning.callbacks.abs import AttentionWindow
 from abc_lightning.callbacks.training import AccuracyTable, StopOnInterpolation
 
-__all__ = ["AttentionWindow", "AccuracyTable", "StopOnInterpolation"]
+__all__ = ["AttentionBiasCalibration", "AttentionWindow", "AccuracyTable", "StopOnInterpolation"]

@@ -152,14 +152,24 @@ class Seq2SeqTransformer(nn.Module):
         if name in self.bias_sources:
             del self.bias_sources[name]
 
-    def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
-        """Every additive bias for one attention kind, summed once: ``(h|1, q, k)`` or None."""
+    def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, layer: int | None = None):
+        """Every additive bias for one attention kind, summed once: ``(h|1, q, k)`` or None.
+
+        Sources with ``per_layer = True`` receive the layer index; see :meth:`layer_biases`.
+        """
         q, k, device = len(q_pos), len(k_pos), q_pos.device
         return sum_biases(
             causal_mask(q, device) if kind == "decoder" else None,
             self.positional.score_bias(kind, q_pos, k_pos),
-            *(source(kind, q, k, device) for source in self.bias_sources.values()),
+            *(source(kind, q, k, device, layer=layer) if getattr(source, "per_layer", False)
+              else source(kind, q, k, device) for source in self.bias_sources.values()),
         )
+
+    def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, n_layers: int) -> list:
+        """The bias of each layer: computed once and shared unless a source is per-layer."""
+        if any(getattr(source, "per_layer", False) for source in self.bias_sources.values()):
+            return [self.attention_bias(kind, q_pos, k_pos, layer=i) for i in range(n_layers)]
+        return [self.attention_bias(kind, q_pos, k_pos)] * n_layers
 
     # ---- forward --------------------------------------------------------------------
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -186,9 +196,9 @@ class Seq2SeqTransformer(nn.Module):
         """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
         pos = self.position_index(src.shape[1], src.device)
         x = self._embed(src, pos)
-        bias, rotary = self.attention_bias("encoder", pos, pos), self._rotary("encoder")
+        biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self._rotary("encoder")
         maps = []
-        for layer in self.encoder:
+        for layer, bias in zip(self.encoder, biases):
             x, amap = layer(x, bias, pos, rotary, need_map)
             maps.append(amap)
         return self.encoder_norm(x), maps
@@ -202,10 +212,11 @@ class Seq2SeqTransformer(nn.Module):
         t_pos = self.position_index(tgt.shape[1], tgt.device) if t_pos is None else t_pos
         s_pos = self.position_index(memory.shape[1], memory.device)
         x = self._embed(tgt, t_pos)
-        self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
+        n = len(self.decoder)
+        self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
         rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         self_maps, cross_maps = [], []
-        for layer in self.decoder:
+        for layer, self_bias, cross_bias in zip(self.decoder, self_biases, cross_biases):
             x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map)
             self_maps.append(sm)
             cross_maps.append(cm)
@@ -235,15 +246,16 @@ class Seq2SeqTransformer(nn.Module):
                 out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
             return out[:, 1:]
         s_pos = self.position_index(memory.shape[1], src.device)
-        self_bias, cross_bias = self.attention_bias("decoder", t_pos, t_pos), self.attention_bias("cross", t_pos, s_pos)
+        n = len(self.decoder)
+        self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
         rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         caches = [{} for _ in self.decoder]
         tokens = []
         for t in range(steps):
             x = self._embed(out[:, -1:], t_pos[t : t + 1])
-            row_self = None if self_bias is None else self_bias[..., t : t + 1, : t + 1]
-            row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, :]
-            for layer, cache in zip(self.decoder, caches):
+            for layer, cache, self_bias, cross_bias in zip(self.decoder, caches, self_biases, cross_biases):
+                row_self = None if self_bias is None else self_bias[..., t : t + 1, : t + 1]
+                row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, :]
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False, cache)
             out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)

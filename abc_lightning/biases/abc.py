@@ -1,0 +1,53 @@
+"""The ABC bias source: calibrated lines, extended on demand to whatever size attention needs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from abc_lightning.biases.calibration import CalibratedLines, extend
+
+
+class CalibratedBias(nn.Module):
+    """Bias source (see :mod:`abc_lightning.model.transformer`) built from ABC's calibrated lines.
+
+    Args:
+        lines: per attention kind (``"cross"``, ``"decoder"``, ``"encoder"``), either one
+            :class:`CalibratedLines` shared by every layer or a list with one per layer.
+        soft: no −inf anywhere: cells off every kept line get the head's lowest kept value,
+            so the bias steers the learned scores instead of cutting them off.
+
+    A query row that would be closed everywhere (in decoder self-attention: everywhere at or
+    below the diagonal, given the causal mask) is opened in full, like a transparent head;
+    otherwise softmax over nothing would give NaN.
+    """
+
+    def __init__(self, lines: dict[str, CalibratedLines | list[CalibratedLines]], soft: bool = False) -> None:
+        super().__init__()
+        self.lines, self.soft = lines, soft
+        self.per_layer = any(isinstance(v, list) for v in lines.values())
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device, layer: int | None = None):
+        entry = self.lines.get(kind)
+        if entry is None:
+            return None
+        if isinstance(entry, list):
+            entry = entry[layer if layer is not None else -1]
+        key = (kind, id(entry), n_queries, n_keys, str(device))
+        if key not in self._cache:
+            self._cache[key] = self.build(kind, entry, n_queries, n_keys).to(device)
+        return self._cache[key]
+
+    def build(self, kind: str, lines: CalibratedLines, n_queries: int, n_keys: int) -> torch.Tensor:
+        """``(H, q, k)`` bias for one kind and size."""
+        bias = extend(lines, n_queries, n_keys)
+        if self.soft:
+            finite = torch.where(torch.isinf(bias), torch.full_like(bias, float("inf")), bias)
+            floor = finite.flatten(1).amin(dim=1).clamp(max=0)[:, None, None]
+            return torch.where(torch.isinf(bias), floor.expand_as(bias), bias)
+        visible = bias
+        if kind == "decoder":
+            visible = bias.masked_fill(torch.ones(n_queries, n_keys, dtype=torch.bool).triu(1), float("-inf"))
+        closed_rows = torch.isinf(visible).all(dim=-1, keepdim=True)
+        return bias.masked_fill(closed_rows, 0.0)

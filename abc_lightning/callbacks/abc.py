@@ -1,0 +1,232 @@
+"""Attention Bias Calibration as a phase-boundary callback.
+
+One ``fit`` runs the phases: **interpolate** (a plain model trains until its in-distribution
+validation accuracy reaches ``threshold`` on ``patience`` consecutive checks) → **calibrate**
+(decode ``samples`` training inputs, average the chosen layer's attention per head, and turn
+it into biases with :mod:`abc_lightning.biases.calibration`) → **retrain** (the bias is
+installed in every layer and training goes on until the in-distribution accuracy is back at
+``threshold`` for ``patience`` checks, then fit stops).
+
+The calibrated lines, the phase and its timings are part of the callback's checkpoint state,
+so ``fit --ckpt_path`` resumes in any phase. They are also written next to the run:
+``abc/lines.pt`` (plain tensors), ``abc/phases.json`` and per-head heatmaps
+``abc/<kind>_bias.png`` at the training size and at 60 digits. For ``test``/``predict`` the
+callback installs the calibrated lines that Lightning restores from the evaluated checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_only
+
+from abc_lightning import vocab
+from abc_lightning.biases.abc import CalibratedBias
+from abc_lightning.biases.calibration import DEFAULT_DIRECTIONS, CalibratedLines, calibrate, extend
+from abc_lightning.errors import ConfigError
+
+KINDS = ("cross", "decoder", "encoder")
+
+
+def average_attention(model, src: torch.Tensor, steps: int, kind: str, layer: int, source: str,
+                      batch_size: int = 256) -> torch.Tensor:
+    """Greedy-decode ``steps`` tokens for ``src``, then average the ``kind`` attention of
+    ``layer`` over the samples, through the model's attention-map API: ``(H, q, k)``."""
+    total, count = None, 0
+    for start in range(0, src.shape[0], batch_size):
+        chunk = src[start : start + batch_size]
+        decoded = model.generate(chunk, steps)
+        dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
+        with torch.no_grad():
+            maps = model(chunk, dec_in, return_attention=True).attention[kind][layer]
+        a = (maps.scores if source == "scores" else maps.weights).sum(0)
+        total = a if total is None else total + a
+        count += chunk.shape[0]
+    return total / count
+
+
+class AttentionBiasCalibration(L.Callback):
+    """ABC (DESIGN.md §5, paper appendix D and Algorithm 1).
+
+    Args:
+        threshold: in-distribution accuracy (``val/acc``) that counts as interpolating.
+        patience: consecutive validations at ``threshold`` before calibrating, and again
+            before stopping the retraining.
+        samples: size of S_gen, the random subset of training inputs that is decoded.
+        layer: decoder layer whose attention is calibrated (−1: the last).
+        kinds: attention kinds to calibrate (``cross``, ``decoder``; ``encoder`` possible).
+        directions: Δ of the directions (1, Δ) searched: 1 diagonal, −1 anti-diagonal, 0 vertical.
+        kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
+        source: ``scores`` (pre-softmax q·kᵀ/√d, the paper's definition) or ``weights``
+            (post-softmax, the authors' code).
+        reduce: ``mean`` along lines (the paper) or ``sum`` (the authors' code).
+        per_layer: calibrate every decoder layer from its own attention instead of using
+            one layer's bias in all layers.
+        soft: no −inf cut-offs: the bias only steers the learned scores.
+        seed: seeds the choice of S_gen.
+    """
+
+    def __init__(
+        self,
+        threshold: float = 1.0,
+        patience: int = 2,
+        samples: int = 512,
+        layer: int = -1,
+        kinds: list[str] = ["cross", "decoder"],  # noqa: B006
+        directions: list[int] = list(DEFAULT_DIRECTIONS),  # noqa: B006
+        kappa_cross: float | None = 4.5,
+        kappa_self: float | None = 0.87,
+        source: Literal["scores", "weights"] = "scores",
+        reduce: Literal["mean", "sum"] = "mean",
+        per_layer: bool = False,
+        soft: bool = False,
+        seed: int = 0,
+    ) -> None:
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise ConfigError(f"ABC kinds must be among {KINDS}, got {bad}")
+        if samples < 1 or patience < 1:
+            raise ConfigError(f"ABC needs samples >= 1 and patience >= 1, got {samples}, {patience}")
+        if source not in ("scores", "weights") or reduce not in ("mean", "sum"):
+            raise ConfigError(f"ABC source must be scores|weights and reduce mean|sum, got {source}, {reduce}")
+        self.threshold, self.patience, self.samples, self.layer = threshold, patience, samples, layer
+        self.kinds, self.directions = list(kinds), [int(d) for d in directions]
+        self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
+        self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
+        self.phase = "interpolate"
+        self.streak = 0
+        self.lines: dict[str, CalibratedLines | list[CalibratedLines]] = {}
+        self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0}
+        self._mark = 0.0
+
+    # ---- phases ---------------------------------------------------------------------
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._mark = time.perf_counter()
+        if self.lines:
+            self.install(pl_module)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or self.phase == "done":
+            return
+        self._tick()
+        value = trainer.callback_metrics.get("val/acc")
+        self.streak = self.streak + 1 if value is not None and float(value) >= self.threshold else 0
+        if self.streak < self.patience:
+            return
+        self.streak = 0
+        if self.phase == "interpolate":
+            start = time.perf_counter()
+            self.lines = self.calibrate(trainer, pl_module)
+            self.install(pl_module)
+            self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
+            self.phase = "retrain"
+            self._mark = time.perf_counter()
+            self.save_artifacts(trainer)
+        elif self.phase == "retrain":
+            self.phase = "done"
+            trainer.should_stop = True
+            self.save_artifacts(trainer)
+        if trainer.logger is not None:
+            trainer.logger.log_metrics({"abc/phase": float(("interpolate", "retrain", "done").index(self.phase)),
+                                        **{f"abc/{k}_seconds": v for k, v in self.seconds.items()}},
+                                       step=trainer.global_step)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._tick()
+        self.save_artifacts(trainer)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self.phase in ("interpolate", "retrain"):
+            self.seconds[self.phase] = round(self.seconds[self.phase] + now - self._mark, 2)
+        self._mark = now
+
+    # ---- calibration ----------------------------------------------------------------
+    def calibrate(self, trainer, pl_module) -> dict:
+        """Decode S_gen, average attention per head, and calibrate each kind (and layer)."""
+        dm = trainer.datamodule
+        train = dm._train.data
+        rng = np.random.default_rng(self.seed)
+        idx = torch.as_tensor(rng.choice(train.src.shape[0], size=min(self.samples, train.src.shape[0]), replace=False))
+        src = train.src[idx].long().to(pl_module.device)
+        steps = train.tgt_out.shape[1]
+        model = pl_module.model
+        was_training = model.training
+        model.eval()
+        try:
+            lines = {}
+            for kind in self.kinds:
+                n_layers = len(model.encoder) if kind == "encoder" else len(model.decoder)
+                layer_ids = range(n_layers) if self.per_layer else [self.layer]
+                calibrated = [calibrate(average_attention(model, src, steps, kind, li, self.source).cpu(),
+                                        self.directions, None if self.soft else self.kappa[kind], self.reduce)
+                              for li in layer_ids]
+                lines[kind] = calibrated if self.per_layer else calibrated[0]
+        finally:
+            model.train(was_training)
+        return lines
+
+    def install(self, pl_module) -> None:
+        pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.soft))
+
+    # ---- test / predict / validate: Lightning restores this callback's state from the
+    # checkpoint being evaluated (after setup), so install whatever it brought back.
+    def _reinstall(self, trainer, pl_module) -> None:
+        if self.lines:
+            self.install(pl_module)
+
+    on_test_start = on_predict_start = on_validation_start = _reinstall
+
+    # ---- checkpoint state -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        def pack(v):
+            return [x.state() for x in v] if isinstance(v, list) else v.state()
+
+        return {"phase": self.phase, "streak": self.streak, "seconds": dict(self.seconds),
+                "lines": {k: pack(v) for k, v in self.lines.items()}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        def unpack(v):
+            return [CalibratedLines.from_state(x) for x in v] if isinstance(v, list) else CalibratedLines.from_state(v)
+
+        self.phase = state_dict.get("phase", "interpolate")
+        self.streak = state_dict.get("streak", 0)
+        self.seconds.update(state_dict.get("seconds", {}))
+        self.lines = {k: unpack(v) for k, v in state_dict.get("lines", {}).items()}
+
+    # ---- artifacts ------------------------------------------------------------------
+    @rank_zero_only
+    def save_artifacts(self, trainer) -> None:
+        out = Path(trainer.log_dir or ".") / "abc"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "phases.json").write_text(json.dumps({"phase": self.phase, "seconds": self.seconds}, indent=2))
+        if not self.lines:
+            return
+        tmp = out / "lines.pt.tmp"
+        torch.save(self.state_dict()["lines"], tmp)
+        tmp.replace(out / "lines.pt")
+        if (out / "cross_bias.png").exists():
+            return
+        from abc_lightning.plotting import bias_heatmaps
+
+        dm = trainer.datamodule
+        for kind, lines in self.lines.items():
+            lines = lines[-1] if isinstance(lines, list) else lines
+            for tag, length in (("train", None), ("60", 60)):
+                q, k = self._size(dm, kind, length, lines)
+                fig = bias_heatmaps(extend(lines, q, k), f"ABC {kind} bias, {dm.task.name}, {q}×{k}")
+                fig.savefig(out / (f"{kind}_bias.png" if tag == "train" else f"{kind}_bias_{tag}.png"), dpi=100)
+
+    @staticmethod
+    def _size(dm, kind: str, length: int | None, lines: CalibratedLines) -> tuple[int, int]:
+        if length is None:
+            return lines.m, lines.n
+        ds = dm.length_set(length, 1, salt=0).data
+        q, s = ds.tgt_in.shape[1], ds.src.shape[1]
+        return {"cross": (q, s), "decoder": (q, q), "encoder": (s, s)}[kind]

@@ -1,0 +1,48 @@
+"""The ABC callback's phases, artifacts and checkpoint round trip on a tiny model."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from abc_lightning.biases.calibration import CalibratedLines
+from abc_lightning.callbacks import AttentionBiasCalibration
+from abc_lightning.cli import ABCLightningCLI, run_cli
+
+DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
+ABC = ('[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}},'
+       ' {"class_path": "abc_lightning.callbacks.AttentionBiasCalibration",'
+       '  "init_args": {"threshold": 0.0, "patience": 1, "samples": 16, "kappa_cross": 1.0}}]')
+FAST = ["--trainer.limit_train_batches=3", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+        "--model.positional=Sinusoidal", "--data.val_lengths=[6]"]
+
+
+def test_phases_run_in_one_fit_and_artifacts_are_written():
+    assert run_cli(["fit", "--config", DEBUG, f"--trainer.callbacks={ABC}", "--trainer.max_epochs=4", *FAST]) == 0
+    run = Path("runs/debug/version_0")
+    phases = json.loads((run / "abc" / "phases.json").read_text())
+    assert phases["phase"] == "done"  # epoch 0 calibrates, epoch 1 ends the retraining
+    assert set(phases["seconds"]) == {"interpolate", "calibrate", "retrain"}
+    lines = torch.load(run / "abc" / "lines.pt", weights_only=True)
+    assert set(lines) == {"cross", "decoder"}
+    cross = CalibratedLines.from_state(lines["cross"])
+    assert (cross.m, cross.n) == (10, 10)  # 9 output digits + EOS, and $ + 8 digits + &
+    for png in ("cross_bias.png", "decoder_bias.png", "cross_bias_60.png"):
+        assert (run / "abc" / png).stat().st_size > 1000
+
+    # test reads the calibrated bias back from the checkpoint it evaluates
+    ckpt = run / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=True)["callbacks"]["AttentionBiasCalibration"]
+    assert state["phase"] == "done" and state["lines"]["cross"]["m"] == 10
+    cli = ABCLightningCLI(args=["--config", DEBUG, f"--trainer.callbacks={ABC}", *FAST], run=False)
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=str(ckpt))
+    assert "abc" in cli.model.model.bias_sources
+
+
+def test_resume_restores_phase_and_bias():
+    callback = AttentionBiasCalibration(samples=8)
+    callback.load_state_dict({"phase": "retrain", "streak": 1, "seconds": {"interpolate": 3.0},
+                              "lines": {"cross": CalibratedLines(2, 3, []).state()}})
+    assert callback.phase == "retrain" and callback.seconds["interpolate"] == 3.0
+    assert isinstance(callback.lines["cross"], CalibratedLines)
+    assert callback.state_dict()["lines"]["cross"]["n"] == 3

@@ -1,0 +1,135 @@
+"""ABC calibration on synthetic attention with known patterns; the extended bias is checked exactly."""
+
+import pytest
+import torch
+
+from abc_lightning.biases.abc import CalibratedBias
+from abc_lightning.biases.calibration import CalibratedLines, calibrate, extend, extend_loop
+
+INF = float("-inf")
+
+
+def opened(bias: torch.Tensor) -> list[list[int]]:
+    return (~torch.isinf(bias)).int().tolist()
+
+
+def test_pure_diagonal_extends_along_the_diagonal():
+    a = torch.eye(4)[None]  # 1 head, m = n = 4
+    bias = extend(calibrate(a, directions=(1,), kappa=0.87), 6, 6)
+    assert torch.equal(bias[0], torch.zeros(6, 6).masked_fill(~torch.eye(6, dtype=torch.bool), INF))
+
+
+def test_sub_diagonal_keeps_its_value_relative_to_the_strongest_line():
+    a = torch.zeros(1, 6, 6)
+    idx = torch.arange(6)
+    a[0, idx, idx] = 1.0
+    a[0, idx[1:], idx[:-1]] = 0.8  # previous token, weaker
+    bias = extend(calibrate(a, directions=(1,), kappa=0.87), 8, 8)[0]
+    assert bias[5, 5] == 0 and bias[5, 4] == pytest.approx(-0.2) and torch.isinf(bias[5, 3])
+    assert opened(bias)[7] == [0, 0, 0, 0, 0, 0, 1, 1]
+
+
+def test_anti_diagonal_aligns_top_right_corners():
+    # m × n = 8 × 20, a clean anti-diagonal from the top-right corner; 27 lines, so even
+    # the strict cross-attention κ = 4.5 keeps it.
+    m, n, M, N = 8, 20, 12, 30
+    a = torch.zeros(1, m, n)
+    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0
+    bias = extend(calibrate(a, directions=(-1,), kappa=4.5), M, N)[0]
+    expected = torch.full((M, N), INF)
+    expected[torch.arange(M), N - 1 - torch.arange(M)] = 0.0
+    assert torch.equal(bias, expected)
+
+
+def test_vertical_stripe_extends_down_its_column():
+    m, n = 8, 30
+    a = torch.zeros(1, m, n)
+    a[0, :, 2] = 1.0
+    bias = extend(calibrate(a, directions=(0,), kappa=4.5), 20, 40)[0]
+    expected = torch.full((20, 40), INF)
+    expected[:, 2] = 0.0
+    assert torch.equal(bias, expected)
+
+
+def test_two_heads_keep_their_own_patterns_and_a_noise_head_turns_transparent():
+    m, n = 8, 30
+    a = torch.zeros(3, m, n)
+    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0  # head 0: anti-diagonal
+    a[1, :, 5] = 1.0  # head 1: vertical
+    a[2] = 0.5 + 0.01 * torch.randn(m, n, generator=torch.Generator().manual_seed(0))  # head 2: noise
+    bias = extend(calibrate(a, directions=(-1, 0), kappa=4.5), 10, 40)
+    assert opened(bias[0]) == [[int(j == 39 - i) for j in range(40)] for i in range(10)]
+    assert opened(bias[1]) == [[int(j == 5) for j in range(40)] for _ in range(10)]
+    assert torch.equal(bias[2], torch.zeros(10, 40))  # transparent: nothing stood out
+
+
+def test_all_directions_merge_by_max():
+    # anti-diagonal (1.0) plus an "attention sink" column (0.9). Each direction is normalized
+    # by its own d_max, so both patterns open at 0; cell (0, 0) lies on the sink column
+    # (vertical: 0) and on a length-1 anti-diagonal (0.9 − 1.0 = −0.1): the max, 0, wins.
+    m, n = 8, 30
+    a = torch.zeros(1, m, n)
+    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0
+    a[0, :, 0] = 0.9
+    lines = calibrate(a, directions=(-1, 0), kappa=2.0)
+    anti = lines.directions[0].values[0]
+    assert anti[0].item() == pytest.approx(-0.1) and anti[29].item() == 0.0
+    bias = extend(lines, 8, 30)[0]
+    expected = torch.full((8, 30), INF)
+    expected[torch.arange(8), 29 - torch.arange(8)] = 0.0
+    expected[:, 0] = 0.0
+    assert torch.equal(bias, expected)
+
+
+def test_mean_lets_a_corner_cell_stand_out_and_sum_does_not():
+    # A diagonal line that touches Ā only in its top-right cell has length 1, so its mean is
+    # that cell's value: under "mean" it passes the drop-off, under "sum" (authors' code) not.
+    m, n = 8, 30
+    a = torch.zeros(1, m, n)
+    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0
+    mean = extend(calibrate(a, directions=(1,), kappa=4.5, reduce="mean"), 10, 40)[0]
+    total = extend(calibrate(a, directions=(1,), kappa=4.5, reduce="sum"), 10, 40)[0]
+    assert opened(mean)[1][30] == 1 and opened(mean)[0][29] == 1  # the corner's diagonal c = 29
+    assert torch.equal(total, torch.zeros(10, 40))  # nothing stands out: transparent
+
+
+def test_sum_along_lines_is_an_option():
+    a = torch.eye(4)[None]
+    lines = calibrate(a, directions=(1,), kappa=None, reduce="sum")
+    # the main diagonal sums to 4, the first off-diagonals to 0; values are d_l − d_max
+    assert lines.directions[0].values[0].tolist() == [-4.0, -4.0, -4.0, 0.0, -4.0, -4.0, -4.0]
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+@pytest.mark.parametrize("kappa", [4.5, 0.87, None])
+def test_vectorized_matches_the_per_element_algorithm(reduce, kappa):
+    torch.manual_seed(1)
+    a = torch.rand(3, 6, 13) ** 4
+    fast = extend(calibrate(a, kappa=kappa, reduce=reduce), 9, 21)
+    slow = extend_loop(a, 9, 21, kappa=kappa, reduce=reduce)
+    assert torch.allclose(fast, slow, atol=1e-5) and torch.equal(torch.isinf(fast), torch.isinf(slow))
+
+
+def test_state_round_trips_through_plain_tensors(tmp_path):
+    lines = calibrate(torch.rand(2, 5, 9), kappa=0.87)
+    torch.save(lines.state(), tmp_path / "lines.pt")
+    back = CalibratedLines.from_state(torch.load(tmp_path / "lines.pt", weights_only=True))
+    assert torch.equal(extend(lines, 7, 15), extend(back, 7, 15))
+
+
+def test_bias_source_never_closes_a_whole_row():
+    a = torch.zeros(1, 6, 6)
+    a[0, torch.arange(1, 6), torch.arange(5)] = 1.0  # only the sub-diagonal: row 0 would be closed
+    source = CalibratedBias({"decoder": calibrate(a, directions=(1,), kappa=0.87)})
+    bias = source("decoder", 8, 8, torch.device("cpu"))
+    assert (bias[0, 0] == 0).all()  # row 0 opened in full
+    assert torch.isinf(bias[0, 4, 4]) and bias[0, 4, 3] == 0
+
+
+def test_soft_bias_has_no_minus_infinity():
+    a = torch.zeros(1, 8, 30)
+    a[0, torch.arange(8), 29 - torch.arange(8)] = 1.0
+    hard = CalibratedBias({"cross": calibrate(a, kappa=0.87)})("cross", 10, 40, torch.device("cpu"))
+    soft = CalibratedBias({"cross": calibrate(a, kappa=0.87)}, soft=True)("cross", 10, 40, torch.device("cpu"))
+    assert torch.isinf(hard).any() and torch.isfinite(soft).all()
+    assert torch.equal(soft[~torch.isinf(hard)], hard[~torch.isinf(hard)])
