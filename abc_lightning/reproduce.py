@@ -10,6 +10,7 @@ interrupted reproduction resumes; ``--force`` retrains.
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 import datetime
 import json
 import os
@@ -32,6 +33,7 @@ class Cell(NamedTuple):
     overrides: tuple[str, ...] = ()  # CLI overrides on top of the config
     name: str = ""  # record name; defaults to the config's stem
     curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
+    checkpoint: str = "best"  # which checkpoint of the fit is tested: "best" or "last"
 
     @property
     def key(self) -> str:
@@ -61,6 +63,9 @@ TABLE1 = [
     Cell("nx1", "+ w=1", "configs/table1/nx1_w1.yaml", 0.0),
     Cell("nx1", "+ T=3", "configs/abs_nx1.yaml", 100.0),
     Cell("nx1", "NoPE + w=1", "configs/table1/nx1_nope_w1.yaml", 98.31),
+    # Supplementary: the CPU configs use dropout 0; the paper's 0.3 matters for sinusoidal cells.
+    Cell("successor", "+ w=1, dropout 0.3 (paper's)", "configs/table1/successor_w1.yaml", 100.0,
+         ("--model.dropout=0.3",), "successor_w1_dropout03"),
 ]
 PAPER_NOTES = {"parity_classification_vanilla": "52.0 / 52.6 at any length (Delétang / Ruoss)"}
 
@@ -91,14 +96,34 @@ BASELINES = [
     Cell(task, label, f"configs/baselines/{task}_{key}.yaml", PAPER_BASELINES.get((task, key)), curve=True)
     for task in ("successor", "addition", "nx1", "parity") for key, label in SCHEME_LABELS.items()
 ]
-TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES}
+# Table 3 of the paper: ABC against the baselines that fail, natural input form.
+TABLE3 = [
+    Cell(task, label, config, paper60, curve=True)
+    for task, rows in {
+        "successor": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0), ("ALiBi", "alibi", 0.0)],
+        "addition": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0), ("ALiBi", "alibi", 0.0)],
+        "nx1": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0)],
+    }.items()
+    for label, config, paper60 in [(lbl, f"configs/baselines/{task}_{key}.yaml", p) for lbl, key, p in rows]
+] + [
+    # ABC is tested on the model at the end of retraining: the lowest validation loss can
+    # belong to the interpolation phase, before any bias exists.
+    Cell("successor", "ABC", "configs/abc_successor.yaml", 100.0, checkpoint="last", curve=True),
+    Cell("addition", "ABC", "configs/abc_addition.yaml", 99.8, checkpoint="last", curve=True),
+    Cell("nx1", "ABC", "configs/abc_nx1.yaml", 100.0, checkpoint="last", curve=True),
+]
+TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES, "table3": TABLE3}
+
+
+THREADS: dict[str, str] = {}  # environment for cell processes; set by --jobs
+RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run, recorded with each cell
 
 
 def run(cmd: list[str], log: Path) -> float:
     """Run a command with its output in ``log``; return wall seconds. Raise on failure."""
     start = time.perf_counter()
     with log.open("w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **THREADS})
     if proc.returncode:
         raise RuntimeError(f"command failed ({proc.returncode}), see {log}: {' '.join(cmd)}")
     return time.perf_counter() - start
@@ -113,7 +138,7 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     py = [sys.executable, "-m", "abc_lightning"]
     fit_cmd = [*py, "fit", "--config", config, *common, "--trainer.logger.init_args.version", "fit"]
     fit_s = run(fit_cmd, out_dir / f"{name}.fit.log")
-    ckpt = run_dir / name / "fit" / "checkpoints" / "best.ckpt"
+    ckpt = run_dir / name / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
     test_cmd = [*py, "test", "--config", config, *common, "--trainer.logger.init_args.version", "test",
                 "--ckpt_path", str(ckpt)]
     test_s = run(test_cmd, out_dir / f"{name}.test.log")
@@ -121,7 +146,10 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     fit_val = json.loads((run_dir / name / "fit" / "val_accuracy.json").read_text())
     record = {"config": config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
               "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "rows": test["rows"],
-              "command": cell.command}
+              "command": cell.command, **RUN_INFO}
+    phases = run_dir / name / "fit" / "abc" / "phases.json"
+    if phases.exists():
+        record["phases"] = json.loads(phases.read_text())["seconds"]
     if cell.curve:
         curve_cmd = [*test_cmd[: test_cmd.index("--trainer.logger.init_args.version")], "--trainer.logger.init_args.version",
                      "curve", "--ckpt_path", str(ckpt), f"--data.test_lengths={CURVE_LENGTHS}",
@@ -137,9 +165,11 @@ def fmt(x) -> str:
 
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in records.values()})
+    how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit `{commit or 'unknown'}`, {datetime.date.today()}, on {platform.machine()} "
-            f"{platform.processor() or ''} with {os.cpu_count()} CPU cores, torch threads = cores. "
+            f"with {os.cpu_count()} CPU cores ({how}). "
             f"Regenerate: `python -m abc_lightning reproduce {table}`.\n\n"
             "| task | config | 6 | 10 | 15 | 20 | 60 | 600 | paper 60 | train time | command |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -153,8 +183,11 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         acc = {r["length"]: r["accuracy"] for r in rec["rows"]}
         cols = " | ".join(fmt(acc.get(n)) for n in LENGTHS)
         paper = PAPER_NOTES.get(cell.key, fmt(cell.paper60))
-        lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {rec['train_seconds']:.0f} s "
-                     f"({rec['steps']} steps) | `{rec['command']}` |")
+        time_note = f"{rec['train_seconds']:.0f} s ({rec['steps']} steps)"
+        if "phases" in rec:
+            p = rec["phases"]
+            time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
+        lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
     (out / f"{table}.md").write_text(text)
     (out / f"{table}.json").write_text(json.dumps({"commit": commit, "date": str(datetime.date.today()),
@@ -170,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="re-run cells that already have results")
     parser.add_argument("--results", default="results", help="output folder (default: results)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild the table from finished cells")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells run at once, each with cores/jobs torch threads (default 1)")
     parser.epilog = "Overrides for every cell go after a literal --, e.g. -- --trainer.max_epochs=2"
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -178,15 +213,25 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.results)
     cell_dir = out / args.table
     cell_dir.mkdir(parents=True, exist_ok=True)
-    records = {}
-    for cell in cells:
-        record_file = cell_dir / f"{cell.key}.json"
+    if args.jobs > 1:
+        THREADS["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
+        RUN_INFO.update(jobs=args.jobs, threads=THREADS["OMP_NUM_THREADS"])
+
+    def todo(cell: Cell) -> bool:
         wanted = args.only is None or cell.config in args.only or cell.key in args.only
-        if wanted and not args.table_only and (args.force or not record_file.exists()):
-            print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
-            record_file.write_text(json.dumps(run_cell(cell, cell_dir, extra), indent=2))
-        if record_file.exists():
-            records[cell.key] = json.loads(record_file.read_text())
+        return wanted and not args.table_only and (args.force or not (cell_dir / f"{cell.key}.json").exists())
+
+    def work(cell: Cell) -> None:
+        print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
+        record = run_cell(cell, cell_dir, extra)
+        (cell_dir / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
+        print(f"[reproduce] done {cell.key}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for future in [pool.submit(work, cell) for cell in cells if todo(cell)]:
+            future.result()
+    records = {cell.key: json.loads((cell_dir / f"{cell.key}.json").read_text())
+               for cell in cells if (cell_dir / f"{cell.key}.json").exists()}
     print(write_table(args.table, cells, records, out))
     curves: dict[str, dict[str, list[dict]]] = {}
     for cell in cells:

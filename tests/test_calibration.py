@@ -133,3 +133,22 @@ def test_soft_bias_has_no_minus_infinity():
     soft = CalibratedBias({"cross": calibrate(a, kappa=0.87)}, soft=True)("cross", 10, 40, torch.device("cpu"))
     assert torch.isinf(hard).any() and torch.isfinite(soft).all()
     assert torch.equal(soft[~torch.isinf(hard)], hard[~torch.isinf(hard)])
+
+
+def test_kappa_above_the_z_bound_closes_everything_and_warns():
+    a = torch.zeros(1, 4, 4)
+    a[0, torch.arange(4), 3 - torch.arange(4)] = 1.0  # 7 anti-diagonal lines: z <= sqrt(6) = 2.45
+    with pytest.warns(UserWarning, match="cannot be passed"):
+        lines = calibrate(a, directions=(-1,), kappa=4.5)
+    assert torch.equal(extend(lines, 4, 4), torch.zeros(1, 4, 4))  # transparent
+    assert opened(extend(calibrate(a, directions=(-1,), kappa=2.0), 4, 4)[0])[0] == [0, 0, 0, 1]
+
+
+def test_invalid_cells_belong_to_no_line():
+    a = torch.full((1, 3, 3), 5.0)
+    a[0] = a[0].tril() + torch.triu(torch.full((3, 3), 100.0), 1)  # garbage above the diagonal
+    valid = torch.ones(3, 3, dtype=torch.bool).tril()
+    lines = calibrate(a, directions=(1,), kappa=None, valid=valid)
+    values = lines.directions[0].values[0]
+    assert values[:3].tolist() == [0.0, 0.0, 0.0]  # lines c = −2, −1, 0 all average 5
+    assert torch.isinf(values[3:]).all()  # lines above the diagonal have no valid cell

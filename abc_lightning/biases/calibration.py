@@ -23,6 +23,8 @@ bias for a requested size.
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,19 +78,20 @@ def line_ids(rows: int, cols: int, delta: int, shift: int = 0) -> torch.Tensor:
 
 
 def average_lines(a_bar: torch.Tensor, delta: int, reduce: Literal["mean", "sum"] = "mean",
-                  reference_n: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+                  valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """d_l for every line of direction (1, Δ) through ``a_bar (H, m, n)``.
 
-    Returns ``(values (H, C), present (C,), c_min)``. For negative Δ the lines are indexed
-    as if Ā were shifted to end at column ``reference_n`` (defaults to n, i.e. no shift);
-    the shift only renames lines, the values do not depend on it.
+    Returns ``(values (H, C), present (C,), c_min)``, lines indexed by ``c − c_min`` with
+    Ā at columns [0, n). ``valid (m, n)`` leaves cells out of every line (decoder
+    self-attention: the cells the causal mask closes are not attention).
     """
     H, m, n = a_bar.shape
     c = line_ids(m, n, delta)
     c_min = int(c.min())
-    idx = (c - c_min).flatten()
-    size = int(idx.max()) + 1
-    sums = torch.zeros(H, size, dtype=a_bar.dtype).index_add_(1, idx, a_bar.reshape(H, -1))
+    size = int(c.max()) - c_min + 1
+    keep = torch.ones(m, n, dtype=torch.bool) if valid is None else valid
+    idx = (c - c_min)[keep]
+    sums = torch.zeros(H, size, dtype=a_bar.dtype).index_add_(1, idx, a_bar[:, keep])
     counts = torch.bincount(idx, minlength=size)
     present = counts > 0
     values = sums if reduce == "sum" else sums / counts.clamp(min=1)
@@ -107,15 +110,27 @@ def drop_off(values: torch.Tensor, present: torch.Tensor, kappa: float | None) -
     return torch.where(keep, values - d_max, torch.full_like(values, NEG_INF))
 
 
+def max_z(n_lines: int) -> float:
+    """The largest z-score any one of ``n_lines`` values can have: √(C − 1).
+
+    A drop-off factor κ at or above it closes every line, whatever the attention.
+    """
+    return math.sqrt(max(n_lines - 1, 0))
+
+
 def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float | None = 4.5,
-              reduce: Literal["mean", "sum"] = "mean") -> CalibratedLines:
+              reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None) -> CalibratedLines:
     """Per-head average attention ``(H, m, n)`` -> the calibrated lines of every direction."""
     if a_bar.dim() != 3:
         raise ValueError(f"expected averaged attention of shape (heads, m, n), got {tuple(a_bar.shape)}")
     _, m, n = a_bar.shape
     lines = []
     for delta in directions:
-        values, present, c_min = average_lines(a_bar.float(), delta, reduce)
+        values, present, c_min = average_lines(a_bar.float(), delta, reduce, valid)
+        if kappa is not None and kappa >= max_z(int(present.sum())):
+            warnings.warn(f"ABC drop-off κ = {kappa} cannot be passed by any of the {int(present.sum())} lines of "
+                          f"direction Δ = {delta} in a {m}×{n} matrix (the largest possible z-score is "
+                          f"{max_z(int(present.sum())):.2f}); every line is closed", stacklevel=2)
         lines.append(DirectionLines(int(delta), c_min, drop_off(values, present, kappa)))
     return CalibratedLines(m, n, lines)
 

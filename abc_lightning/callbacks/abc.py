@@ -51,6 +51,16 @@ def average_attention(model, src: torch.Tensor, steps: int, kind: str, layer: in
     return total / count
 
 
+def reinitialize(pl_module, trainer, seed: int) -> None:
+    """Fresh weights for every module that can reset itself, and empty optimizer state."""
+    torch.manual_seed(seed)
+    for module in pl_module.model.modules():
+        if module is not pl_module.model and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    for optimizer in trainer.optimizers:
+        optimizer.state.clear()
+
+
 class AttentionBiasCalibration(L.Callback):
     """ABC (DESIGN.md §5, paper appendix D and Algorithm 1).
 
@@ -62,6 +72,11 @@ class AttentionBiasCalibration(L.Callback):
         layer: decoder layer whose attention is calibrated (−1: the last).
         kinds: attention kinds to calibrate (``cross``, ``decoder``; ``encoder`` possible).
         directions: Δ of the directions (1, Δ) searched: 1 diagonal, −1 anti-diagonal, 0 vertical.
+        self_directions: directions for decoder/encoder self-attention (None: ``directions``).
+            An anti-diagonal in self-attention ties step i to step c − i, which no recurrence
+            uses; with the lenient κ_self such lines pass on short matrices and, extended,
+            open cells far from the diagonal.
+        retrain_patience: consecutive validations at ``threshold`` that end the retraining.
         kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
         source: ``scores`` (pre-softmax q·kᵀ/√d, the paper's definition) or ``weights``
             (post-softmax, the authors' code).
@@ -69,6 +84,8 @@ class AttentionBiasCalibration(L.Callback):
         per_layer: calibrate every decoder layer from its own attention instead of using
             one layer's bias in all layers.
         soft: no −inf cut-offs: the bias only steers the learned scores.
+        reinitialize: retrain from freshly initialized weights (and a cleared optimizer
+            state) under the calibrated bias, instead of fine-tuning the interpolating model.
         seed: seeds the choice of S_gen.
     """
 
@@ -80,12 +97,15 @@ class AttentionBiasCalibration(L.Callback):
         layer: int = -1,
         kinds: list[str] = ["cross", "decoder"],  # noqa: B006
         directions: list[int] = list(DEFAULT_DIRECTIONS),  # noqa: B006
+        self_directions: list[int] | None = None,
+        retrain_patience: int = 3,
         kappa_cross: float | None = 4.5,
         kappa_self: float | None = 0.87,
         source: Literal["scores", "weights"] = "scores",
         reduce: Literal["mean", "sum"] = "mean",
         per_layer: bool = False,
         soft: bool = False,
+        reinitialize: bool = False,
         seed: int = 0,
     ) -> None:
         bad = [k for k in kinds if k not in KINDS]
@@ -97,8 +117,11 @@ class AttentionBiasCalibration(L.Callback):
             raise ConfigError(f"ABC source must be scores|weights and reduce mean|sum, got {source}, {reduce}")
         self.threshold, self.patience, self.samples, self.layer = threshold, patience, samples, layer
         self.kinds, self.directions = list(kinds), [int(d) for d in directions]
+        self.self_directions = self.directions if self_directions is None else [int(d) for d in self_directions]
+        self.retrain_patience = retrain_patience
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
+        self.reinitialize = reinitialize
         self.phase = "interpolate"
         self.streak = 0
         self.lines: dict[str, CalibratedLines | list[CalibratedLines]] = {}
@@ -117,13 +140,15 @@ class AttentionBiasCalibration(L.Callback):
         self._tick()
         value = trainer.callback_metrics.get("val/acc")
         self.streak = self.streak + 1 if value is not None and float(value) >= self.threshold else 0
-        if self.streak < self.patience:
+        if self.streak < (self.patience if self.phase == "interpolate" else self.retrain_patience):
             return
         self.streak = 0
         if self.phase == "interpolate":
             start = time.perf_counter()
             self.lines = self.calibrate(trainer, pl_module)
             self.install(pl_module)
+            if self.reinitialize:
+                reinitialize(pl_module, trainer, self.seed)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase = "retrain"
             self._mark = time.perf_counter()
@@ -164,9 +189,14 @@ class AttentionBiasCalibration(L.Callback):
             for kind in self.kinds:
                 n_layers = len(model.encoder) if kind == "encoder" else len(model.decoder)
                 layer_ids = range(n_layers) if self.per_layer else [self.layer]
-                calibrated = [calibrate(average_attention(model, src, steps, kind, li, self.source).cpu(),
-                                        self.directions, None if self.soft else self.kappa[kind], self.reduce)
-                              for li in layer_ids]
+                calibrated = []
+                for li in layer_ids:
+                    a_bar = average_attention(model, src, steps, kind, li, self.source).cpu()
+                    # cells the causal mask closes are not attention: they belong to no line
+                    valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
+                    directions = self.directions if kind == "cross" else self.self_directions
+                    calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
+                                                self.reduce, valid))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
         finally:
             model.train(was_training)
