@@ -164,7 +164,7 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self._train is None:
-            train, val = self.pool_split()
+            train, _ = self.pool_split()
             self._train = EncodedDataset(self._from_pool(train, None, salt=1), "train")
         if stage in ("fit", "validate") and not self._val:
             _, val = self.pool_split()
