@@ -163,11 +163,13 @@ class ArithmeticDataModule(L.LightningDataModule):
         return EncodedDataset(encode(self.task, operands, self.aligned), length)
 
     def setup(self, stage: str) -> None:
-        if stage == "fit" and self._train is None:
-            train, _ = self.pool_split()
+        needs_train = stage == "fit" and self._train is None
+        needs_val = stage in ("fit", "validate") and not self._val
+        if needs_train or needs_val:
+            train, val = self.pool_split()
+        if needs_train:
             self._train = EncodedDataset(self._from_pool(train, None, salt=1), "train")
-        if stage in ("fit", "validate") and not self._val:
-            _, val = self.pool_split()
+        if needs_val:
             self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
         if stage == "test" and not self._test:
