@@ -81,7 +81,7 @@ GEOMETRY = [
     _geometry("successor", "configs/table1/successor_nope_w1.yaml", g, 1) for g in ("trailing", "symmetric", "leading")
 ] + [
     _geometry("addition", "configs/table1/addition_nope_w1.yaml", g, w)
-    for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1), ("leading", 1))
+    for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1))
 ]
 CURVE_LENGTHS = list(range(1, 61))
 CURVE_SAMPLES = 500

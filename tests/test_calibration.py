@@ -152,3 +152,20 @@ def test_invalid_cells_belong_to_no_line():
     values = lines.directions[0].values[0]
     assert values[:3].tolist() == [0.0, 0.0, 0.0]  # lines c = −2, −1, 0 all average 5
     assert torch.isinf(values[3:]).all()  # lines above the diagonal have no valid cell
+
+
+def test_vertical_lines_keep_their_column_by_default_or_follow_the_nearer_edge():
+    # N×1-like cross-attention: a sink on SOS (column 0) and the multiplier just before EOS
+    # (column n − 2). The paper's rule keeps column n − 2 fixed, which at a longer input is
+    # a digit of the other operand; "nearest" moves it with the right end of the input.
+    m, n, M, N = 6, 30, 8, 50
+    a = torch.zeros(1, m, n)
+    a[0, :, 0] = 1.0
+    a[0, :, n - 2] = 1.0
+    left = extend(calibrate(a, directions=(0,), kappa=2.0), M, N)[0]
+    assert opened(left)[0] == [int(j in (0, n - 2)) for j in range(N)]
+    nearest = extend(calibrate(a, directions=(0,), kappa=2.0, vertical="nearest"), M, N)[0]
+    assert opened(nearest)[0] == [int(j in (0, N - 2)) for j in range(N)]
+    assert opened(nearest)[M - 1] == opened(nearest)[0]
+    back = CalibratedLines.from_state(calibrate(a, directions=(0,), kappa=2.0, vertical="nearest").state())
+    assert torch.equal(extend(back, M, N), nearest[None])

@@ -49,20 +49,28 @@ class DirectionLines:
 
 @dataclass
 class CalibratedLines:
-    """Everything needed to extend a calibrated bias to any size: ``(m, n)`` and the lines."""
+    """Everything needed to extend a calibrated bias to any size: ``(m, n)`` and the lines.
+
+    ``vertical``: how vertical lines (Δ = 0) are placed in a wider target. ``"left"`` is the
+    paper's rule (no shift: column j stays column j). ``"nearest"`` anchors each vertical
+    line to the nearer edge of Ā, so a line on the last tokens (the N×1 multiplier, EOS)
+    follows the right end of a longer input while SOS-side lines stay on the left.
+    """
 
     m: int
     n: int
     directions: list[DirectionLines]
+    vertical: str = "left"
 
     def state(self) -> dict:
         """Plain tensors and numbers (loadable with ``torch.load(weights_only=True)``)."""
-        return {"m": self.m, "n": self.n,
+        return {"m": self.m, "n": self.n, "vertical": self.vertical,
                 "directions": [{"delta": d.delta, "c_min": d.c_min, "values": d.values} for d in self.directions]}
 
     @classmethod
     def from_state(cls, state: dict) -> CalibratedLines:
-        return cls(state["m"], state["n"], [DirectionLines(d["delta"], d["c_min"], d["values"]) for d in state["directions"]])
+        return cls(state["m"], state["n"], [DirectionLines(d["delta"], d["c_min"], d["values"]) for d in state["directions"]],
+                   state.get("vertical", "left"))
 
 
 def _shift(delta: int, n: int, N: int) -> int:
@@ -119,7 +127,8 @@ def max_z(n_lines: int) -> float:
 
 
 def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float | None = 4.5,
-              reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None) -> CalibratedLines:
+              reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None,
+              vertical: Literal["left", "nearest"] = "left") -> CalibratedLines:
     """Per-head average attention ``(H, m, n)`` -> the calibrated lines of every direction."""
     if a_bar.dim() != 3:
         raise ValueError(f"expected averaged attention of shape (heads, m, n), got {tuple(a_bar.shape)}")
@@ -132,23 +141,39 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
                           f"direction Δ = {delta} in a {m}×{n} matrix (the largest possible z-score is "
                           f"{max_z(int(present.sum())):.2f}); every line is closed", stacklevel=2)
         lines.append(DirectionLines(int(delta), c_min, drop_off(values, present, kappa)))
-    return CalibratedLines(m, n, lines)
+    if vertical not in ("left", "nearest"):
+        raise ValueError(f"vertical must be 'left' or 'nearest', got {vertical!r}")
+    return CalibratedLines(m, n, lines, vertical)
 
 
 def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> torch.Tensor:
     """The bias ``(H, M, N)``: max over directions of the extended lines; all −inf heads -> 0."""
     out = None
     for d in lines.directions:
-        # Lines were indexed with Ā at columns [0, n); for negative Δ it now sits at [N − n, N).
-        c = line_ids(M, N, d.delta, shift=-_shift(d.delta, lines.n, N)) - d.c_min
-        valid = (c >= 0) & (c < d.values.shape[1])
-        gathered = d.values[:, c.clamp(0, d.values.shape[1] - 1)]
-        ext = gathered.masked_fill(~valid[None], NEG_INF)
+        if d.delta == 0 and lines.vertical == "nearest":
+            ext = _vertical_nearest(d, lines.n, M, N)
+        else:
+            # Lines were indexed with Ā at columns [0, n); for negative Δ it now sits at [N − n, N).
+            c = line_ids(M, N, d.delta, shift=-_shift(d.delta, lines.n, N)) - d.c_min
+            valid = (c >= 0) & (c < d.values.shape[1])
+            gathered = d.values[:, c.clamp(0, d.values.shape[1] - 1)]
+            ext = gathered.masked_fill(~valid[None], NEG_INF)
         out = ext if out is None else torch.maximum(out, ext)
     if transparent:
         closed_head = torch.isinf(out).flatten(1).all(dim=1)
         out[closed_head] = 0.0
     return out
+
+
+def _vertical_nearest(d: DirectionLines, n: int, M: int, N: int) -> torch.Tensor:
+    """Vertical lines anchored to the nearer edge of Ā: column c < n/2 stays c, others move to c + N − n."""
+    H, C = d.values.shape
+    cols = torch.arange(C) + d.c_min
+    target = torch.where(cols < n / 2, cols, cols + N - n)
+    keep = (target >= 0) & (target < N)
+    out = torch.full((H, N), NEG_INF)
+    out[:, target[keep]] = d.values[:, keep]
+    return out[:, None, :].expand(H, M, N).clone()
 
 
 def extend_loop(a_bar: torch.Tensor, M: int, N: int, directions=DEFAULT_DIRECTIONS, kappa: float | None = 4.5,

@@ -77,6 +77,8 @@ class AttentionBiasCalibration(L.Callback):
             uses; with the lenient κ_self such lines pass on short matrices and, extended,
             open cells far from the diagonal.
         retrain_patience: consecutive validations at ``threshold`` that end the retraining.
+        vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
+            (each vertical line follows the nearer edge of the input; see CalibratedLines).
         kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
         source: ``scores`` (pre-softmax q·kᵀ/√d, the paper's definition) or ``weights``
             (post-softmax, the authors' code).
@@ -99,6 +101,7 @@ class AttentionBiasCalibration(L.Callback):
         directions: list[int] = list(DEFAULT_DIRECTIONS),  # noqa: B006
         self_directions: list[int] | None = None,
         retrain_patience: int = 3,
+        vertical: Literal["left", "nearest"] = "left",
         kappa_cross: float | None = 4.5,
         kappa_self: float | None = 0.87,
         source: Literal["scores", "weights"] = "scores",
@@ -118,7 +121,7 @@ class AttentionBiasCalibration(L.Callback):
         self.threshold, self.patience, self.samples, self.layer = threshold, patience, samples, layer
         self.kinds, self.directions = list(kinds), [int(d) for d in directions]
         self.self_directions = self.directions if self_directions is None else [int(d) for d in self_directions]
-        self.retrain_patience = retrain_patience
+        self.retrain_patience, self.vertical = retrain_patience, vertical
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
         self.reinitialize = reinitialize
@@ -196,7 +199,7 @@ class AttentionBiasCalibration(L.Callback):
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
                     directions = self.directions if kind == "cross" else self.self_directions
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
-                                                self.reduce, valid))
+                                                self.reduce, valid, self.vertical))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
         finally:
             model.train(was_training)
