@@ -1,0 +1,40 @@
+"""The reproduction driver writes tables in the agreed shape and resumes from records."""
+
+import json
+from pathlib import Path
+
+from abc_lightning import reproduce
+from abc_lightning.reproduce import Cell, write_table
+
+
+def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
+    cells = [Cell("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
+             Cell("addition", "+ T=3", "configs/abs_addition.yaml", 100.0)]
+    records = {"abs_successor": {"rows": [{"length": n, "accuracy": 100.0} for n in (6, 10, 15, 20, 60)],
+                                 "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
+    text = write_table("table1", cells, records, tmp_path)
+    header = "| task | config | 6 | 10 | 15 | 20 | 60 | 600 | paper 60 | train time | command |"
+    assert header in text
+    assert "| successor | + T=3 | 100 | 100 | 100 | 100 | 100 | – | 100 | 42 s (1000 steps) |" in text
+    assert "| addition | + T=3 | not run |" in text
+    saved = json.loads((tmp_path / "table1.json").read_text())
+    assert [c["steps"] for c in saved["cells"]] == [1000]
+
+
+def test_table_only_rebuilds_from_records_without_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    cell_dir = tmp_path / "table1"
+    cell_dir.mkdir()
+    (cell_dir / "abs_parity.json").write_text(json.dumps(
+        {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
+    assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
+    assert "| parity | + T=3 | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
+
+
+def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(reproduce, "run_cell", lambda cell, out, extra: seen.append(extra) or
+                        {"rows": [], "train_seconds": 0.0, "steps": 0, "command": cell.command})
+    reproduce.main(["geometry", "--only", "successor_trailing_cross1", "--results", str(tmp_path),
+                    "--", "--data.test_samples=20"])
+    assert seen == [["--data.test_samples=20"]]
