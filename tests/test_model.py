@@ -7,6 +7,7 @@ from abc_lightning import vocab
 from abc_lightning.biases import WindowBias
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import CyclicIndex, LinearIndex, NoPE, Seq2SeqTransformer, Sinusoidal
+from tests.helpers import random_batch as batch
 
 
 def tiny(**kw) -> Seq2SeqTransformer:
@@ -15,12 +16,6 @@ def tiny(**kw) -> Seq2SeqTransformer:
     return Seq2SeqTransformer(**{**args, **kw}).eval()
 
 
-def batch(b=3, s=9, t=8):
-    src = torch.randint(0, 10, (b, s))
-    src[:, 0], src[:, -1] = vocab.SOS, vocab.EOS
-    tgt = torch.randint(0, 10, (b, t))
-    tgt[:, 0] = vocab.SOS
-    return src, tgt
 
 
 def test_cyclic_position_indexing():

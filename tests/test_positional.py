@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from abc_lightning import vocab
 from abc_lightning.biases import WindowBias
 from abc_lightning.cli import ABCLightningCLI, run_cli
 from abc_lightning.errors import ConfigError
@@ -13,6 +12,7 @@ from abc_lightning.model import (
     SCHEMES, ALiBi, CyclicIndex, Learned, RandomizedIndex, Rotary, Seq2SeqTransformer, T5Relative,
 )
 from abc_lightning.model.positional import alibi_slopes, t5_bucket
+from tests.helpers import random_batch
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
 
@@ -98,12 +98,6 @@ class Recorder:
             setattr(scheme, hook, wrapped)
 
 
-def tokens(b=2, s=11, t=9):
-    src = torch.randint(0, 10, (b, s))
-    src[:, 0], src[:, -1] = vocab.SOS, vocab.EOS
-    tgt = torch.randint(0, 10, (b, t))
-    tgt[:, 0] = vocab.SOS
-    return src, tgt
 
 
 @pytest.mark.parametrize("scheme_cls", SCHEMES, ids=lambda c: c.__name__)
@@ -112,7 +106,7 @@ def test_cpi_indices_feed_every_scheme(scheme_cls):
     model = Seq2SeqTransformer(d_model=16, heads=2, decoder_layers=1, feedforward=16, dropout=0.0,
                                positional=scheme, position_index=CyclicIndex(3))
     recorder = Recorder(scheme)
-    model(*tokens())
+    model(*random_batch(b=2, s=11, t=9))
     for positions in recorder.seen:
         assert torch.equal(positions, torch.arange(len(positions)) % 3)
 
@@ -124,7 +118,7 @@ def test_every_scheme_composes_with_windows_and_caching(scheme_cls, index):
     model = Seq2SeqTransformer(d_model=16, heads=2, decoder_layers=2, feedforward=16, dropout=0.0,
                                positional=scheme_cls(), position_index=index).eval()
     model.install_bias("abs_window", WindowBias(self_width=1, cross_width=1))
-    src, tgt = tokens(b=8, s=15)
+    src, tgt = random_batch(b=8, s=15, t=9)
     out = model(src, tgt, return_attention=True)
     assert torch.isfinite(out.logits).all()
     assert torch.equal(model.generate(src, 14), model.generate(src, 14, use_cache=False))
