@@ -13,8 +13,8 @@ position i. In decoder self-attention it is never negative (causal). In encoder
 self-attention it takes both signs. In cross-attention the decoder's and encoder's
 indices are put on one axis, exactly as in self-attention: the query at output step t
 and the key at input position i are ``t − i`` apart. Nothing in that axis follows the
-anti-diagonal that reversed outputs need, which is one reason these schemes do not
-extrapolate on our tasks. ``cross_attention=False`` switches a scheme off there.
+anti-diagonal that reversed outputs need. ``cross_attention=False`` switches a scheme
+off there.
 """
 
 from __future__ import annotations
