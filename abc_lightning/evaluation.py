@@ -1,11 +1,10 @@
-"""Greedy decoding, exact match, and per-length accuracy rows."""
+"""Exact match and per-length accuracy rows (greedy decoding is ``Seq2SeqTransformer.generate``)."""
 
 from __future__ import annotations
 
 import torch
 from torchmetrics import Metric
 
-from abc_lightning.model.transformer import Seq2SeqTransformer
 
 
 class ExactMatch(Metric):
@@ -24,11 +23,6 @@ class ExactMatch(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.correct.float() / self.total.clamp(min=1)
-
-
-def greedy_exact_match(model: Seq2SeqTransformer, src: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-    """Decode ``tgt_out.shape[1]`` tokens greedily; return the predictions ``(b, m + 1)``."""
-    return model.generate(src, steps=tgt_out.shape[1])
 
 
 def rows_from_metrics(metrics: dict, prefix: str) -> list[dict]:

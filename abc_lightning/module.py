@@ -9,7 +9,7 @@ from torch import nn
 
 from abc_lightning import vocab
 from abc_lightning.errors import CheckpointError
-from abc_lightning.evaluation import ExactMatch, greedy_exact_match
+from abc_lightning.evaluation import ExactMatch
 from abc_lightning.model.positional import PositionalScheme
 from abc_lightning.model.positions import PositionIndex
 from abc_lightning.model.transformer import Seq2SeqTransformer
@@ -70,7 +70,7 @@ class ArithmeticTransformer(L.LightningModule):
     # ---- evaluation -----------------------------------------------------------------
     def _evaluate(self, batch: dict, stage: str, metrics: nn.ModuleDict) -> None:
         tag, n = batch["tag"], batch["src"].shape[0]
-        predicted = greedy_exact_match(self.model, batch["src"], batch["tgt_out"])
+        predicted = self.model.generate(batch["src"], steps=batch["tgt_out"].shape[1])
         metric = metrics[str(tag)]
         metric.update(predicted, batch["tgt_out"])
         name = f"{stage}/acc" if tag == "val" else f"{stage}/acc@{tag}"

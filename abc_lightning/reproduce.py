@@ -115,15 +115,15 @@ TABLE3 = [
 TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES, "table3": TABLE3}
 
 
-THREADS: dict[str, str] = {}  # environment for cell processes; set by --jobs
-RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run, recorded with each cell
+RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run (set by --jobs), recorded with each cell
 
 
 def run(cmd: list[str], log: Path) -> float:
     """Run a command with its output in ``log``; return wall seconds. Raise on failure."""
     start = time.perf_counter()
     with log.open("w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **THREADS})
+        threads = {} if RUN_INFO["threads"] == "all" else {"OMP_NUM_THREADS": str(RUN_INFO["threads"])}
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **threads})
     if proc.returncode:
         raise RuntimeError(f"command failed ({proc.returncode}), see {log}: {' '.join(cmd)}")
     return time.perf_counter() - start
@@ -214,8 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     cell_dir = out / args.table
     cell_dir.mkdir(parents=True, exist_ok=True)
     if args.jobs > 1:
-        THREADS["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
-        RUN_INFO.update(jobs=args.jobs, threads=THREADS["OMP_NUM_THREADS"])
+        RUN_INFO.update(jobs=args.jobs, threads=str(max(1, (os.cpu_count() or 1) // args.jobs)))
 
     def todo(cell: Cell) -> bool:
         wanted = args.only is None or cell.config in args.only or cell.key in args.only

@@ -211,7 +211,7 @@ class AttentionBiasCalibration(L.Callback):
     # ---- test / predict / validate: Lightning restores this callback's state from the
     # checkpoint being evaluated (after setup), so install whatever it brought back.
     def _reinstall(self, trainer, pl_module) -> None:
-        if self.lines:
+        if self.lines and "abc" not in pl_module.model.bias_sources:
             self.install(pl_module)
 
     on_test_start = on_predict_start = on_validation_start = _reinstall
