@@ -132,15 +132,19 @@ class ArithmeticDataModule(L.LightningDataModule):
         return self.task.digit_stride(self.aligned)
 
     def max_tokens(self, stage: str) -> int:
-        """The longest source or decoder sequence this stage will feed the model."""
-        lengths = {"fit": self.val_lengths, "validate": self.val_lengths, "test": self.test_lengths}.get(stage, [])
-        widths = [self.task.eval_width(n) for n in lengths] + [self.task.train_width]
-        widths += [len(text) + 1 for text in self.predict_inputs] if stage == "predict" else []
-        ops = [np.zeros((1, max(widths)), dtype=np.int64)] * self.task.arity
-        if self.task.arity == 2 and self.task.operator == vocab.TIMES:
-            ops = [ops[0], np.zeros((1, 1), dtype=np.int64)]
-        enc = encode(self.task, ops, self.aligned)
-        return max(enc.src.shape[1], enc.tgt_in.shape[1])
+        """The longest source or decoder sequence this stage will feed the model.
+
+        Measured on real encoded samples (one at the longest length, or the predict
+        inputs), so every task's own layout decides; evaluation widths are never below
+        the training width, so training sequences are covered too.
+        """
+        if stage == "predict":
+            shapes = [(b["src"].shape[1], b["tgt_out"].shape[1]) for b in map(self.parse, self.predict_inputs)]
+        else:
+            lengths = self.test_lengths if stage == "test" else self.val_lengths
+            data = self.length_set(max(lengths), 1, salt=0).data
+            shapes = [(data.src.shape[1], data.tgt_in.shape[1])]
+        return max((max(shape) for shape in shapes), default=0)
 
     # ---- splits -------------------------------------------------------------------
     def pool_split(self) -> tuple[np.ndarray, np.ndarray]:
