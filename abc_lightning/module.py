@@ -21,6 +21,11 @@ class ArithmeticTransformer(L.LightningModule):
     Model sizes default to the papers' (DESIGN.md §3); the CPU configs use smaller ones.
     ``positional`` and ``position_index`` are chosen by class name on the CLI, e.g.
     ``--model.positional=NoPE --model.position_index=CyclicIndex --model.position_index.period=3``.
+
+    ``init_from`` warm-starts a new fit from the weights of another checkpoint (loaded with
+    ``weights_only=True``; optimizer, step counter and callback state are not taken). ABC uses
+    it to calibrate from a model that already interpolates. A resumed fit (``--ckpt_path``)
+    ignores it.
     """
 
     def __init__(
@@ -37,6 +42,7 @@ class ArithmeticTransformer(L.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         warmup_steps: int = 0,
+        init_from: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["positional", "position_index"])
@@ -51,6 +57,8 @@ class ArithmeticTransformer(L.LightningModule):
         if dm is None:
             return
         self.model.check_length(dm.max_tokens(stage))
+        if stage == "fit" and self.hparams.get("init_from") and self.trainer.ckpt_path is None:
+            self.warm_start(self.hparams.init_from)
         self.val_metrics = nn.ModuleDict({str(n): ExactMatch() for n in ["val", *dm.val_lengths]})
         self.test_metrics = nn.ModuleDict({str(n): ExactMatch() for n in dm.test_lengths})
 
@@ -105,6 +113,19 @@ class ArithmeticTransformer(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": warm, "interval": "step"}}
 
     # ---- checkpoints ----------------------------------------------------------------
+    def warm_start(self, path: str) -> None:
+        """Copy the model weights of checkpoint ``path`` into this model (shapes must match)."""
+        from abc_lightning.cli import load_checkpoint
+
+        saved = {k: v for k, v in load_checkpoint(path)["state_dict"].items() if not k.startswith("model.bias_sources.")}
+        expected = {k: v for k, v in self.state_dict().items() if not k.startswith("model.bias_sources.")}
+        try:
+            check_compatible(saved, expected)
+        except CheckpointError as exc:
+            raise CheckpointError(f"init_from {path}: {exc}") from None
+        self.load_state_dict(saved, strict=False)
+        print(f"abc_lightning: model weights initialized from {path}", flush=True)
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse a checkpoint whose weights do not fit this model, naming the mismatch."""
         state = checkpoint.get("state_dict")

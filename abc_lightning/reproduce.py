@@ -34,14 +34,22 @@ class Cell(NamedTuple):
     name: str = ""  # record name; defaults to the config's stem
     curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
     checkpoint: str = "best"  # which checkpoint of the fit is tested: "best" or "last"
+    home: str = ""  # table folder that owns the record; a cell shared between tables runs once
+    warm_start: str = ""  # "<table>/<key>": start from that cell's best checkpoint (--model.init_from)
 
     @property
     def key(self) -> str:
         return self.name or Path(self.config).stem
 
+    def init_from(self, results: Path | str = "results") -> list[str]:
+        if not self.warm_start:
+            return []
+        table, key = self.warm_start.split("/")
+        return [f"--model.init_from={Path(results) / table / 'runs' / key / 'fit' / 'checkpoints' / 'best.ckpt'}"]
+
     @property
     def command(self) -> str:
-        return " ".join(["python -m abc_lightning fit --config", self.config, *self.overrides])
+        return " ".join(["python -m abc_lightning fit --config", self.config, *self.init_from(), *self.overrides])
 
 
 # Table 1 of the paper (seed 003).
@@ -93,26 +101,26 @@ PAPER_BASELINES = {("successor", "vanilla"): 0.0, ("successor", "rope"): 0.0, ("
                    ("nx1", "vanilla"): 0.0, ("nx1", "rope"): 0.0}
 # Baselines in the natural input form (Figure 1, Tables 1 and 3); every task × scheme.
 BASELINES = [
-    Cell(task, label, f"configs/baselines/{task}_{key}.yaml", PAPER_BASELINES.get((task, key)), curve=True)
+    Cell(task, label, f"configs/baselines/{task}_{key}.yaml", PAPER_BASELINES.get((task, key)), curve=True,
+         home="baselines")
     for task in ("successor", "addition", "nx1", "parity") for key, label in SCHEME_LABELS.items()
 ]
 # Table 3 of the paper: ABC against the baselines that fail, natural input form.
+# The baseline rows are the cells of the baselines table (run once, shared). ABC calibrates
+# from the vanilla model of its own table: it warm-starts from that cell's checkpoint and
+# trains on in its interpolation phase until val/acc reaches its threshold.
 TABLE3 = [
-    Cell(task, label, config, paper60, curve=True)
-    for task, rows in {
-        "successor": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0), ("ALiBi", "alibi", 0.0)],
-        "addition": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0), ("ALiBi", "alibi", 0.0)],
-        "nx1": [("Vanilla", "vanilla", 0.0), ("RoPE", "rope", 0.0)],
-    }.items()
-    for label, config, paper60 in [(lbl, f"configs/baselines/{task}_{key}.yaml", p) for lbl, key, p in rows]
+    cell for cell in BASELINES
+    if (cell.task, cell.key.split("_", 1)[1]) in PAPER_BASELINES
 ] + [
     # ABC is tested on the model at the end of retraining: the lowest validation loss can
     # belong to the interpolation phase, before any bias exists.
-    Cell("successor", "ABC", "configs/abc_successor.yaml", 100.0, checkpoint="last", curve=True),
-    Cell("addition", "ABC", "configs/abc_addition.yaml", 99.8, checkpoint="last", curve=True),
-    Cell("nx1", "ABC", "configs/abc_nx1.yaml", 100.0, checkpoint="last", curve=True),
+    Cell(task, "ABC", f"configs/abc_{task}.yaml", paper60, checkpoint="last", curve=True,
+         warm_start=f"baselines/{task}_vanilla")
+    for task, paper60 in (("successor", 100.0), ("addition", 99.8), ("nx1", 100.0))
 ]
 TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES, "table3": TABLE3}
+ALL_CELLS = [cell for table in TABLES.values() for cell in table]
 
 
 RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run (set by --jobs), recorded with each cell
@@ -136,7 +144,8 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     common = ["--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.logger.init_args.name", name,
               "--trainer.enable_progress_bar", "false", *cell.overrides, *extra]
     py = [sys.executable, "-m", "abc_lightning"]
-    fit_cmd = [*py, "fit", "--config", config, *common, "--trainer.logger.init_args.version", "fit"]
+    fit_cmd = [*py, "fit", "--config", config, *common, *cell.init_from(out_dir.parent),
+               "--trainer.logger.init_args.version", "fit"]
     fit_s = run(fit_cmd, out_dir / f"{name}.fit.log")
     ckpt = run_dir / name / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
     test_cmd = [*py, "test", "--config", config, *common, "--trainer.logger.init_args.version", "test",
@@ -150,6 +159,11 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     phases = run_dir / name / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
+    if cell.warm_start:
+        table, key = cell.warm_start.split("/")
+        source = json.loads((out_dir.parent / table / f"{key}.json").read_text())
+        record["warm_start"] = {"cell": cell.warm_start, "train_seconds": source["train_seconds"],
+                                "steps": source["steps"]}
     if cell.curve:
         curve_cmd = [*test_cmd[: test_cmd.index("--trainer.logger.init_args.version")], "--trainer.logger.init_args.version",
                      "curve", "--ckpt_path", str(ckpt), f"--data.test_lengths={CURVE_LENGTHS}",
@@ -187,6 +201,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         if "phases" in rec:
             p = rec["phases"]
             time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
+        if "warm_start" in rec:
+            w = rec["warm_start"]
+            time_note += f"; after {w['train_seconds']:.0f} s ({w['steps']} steps) of {w['cell']}"
         lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
     (out / f"{table}.md").write_text(text)
@@ -211,26 +228,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     cells = TABLES[args.table]
     out = Path(args.results)
-    cell_dir = out / args.table
-    cell_dir.mkdir(parents=True, exist_ok=True)
+
+    def cell_dir(cell: Cell) -> Path:
+        folder = out / (cell.home or args.table)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
     if args.jobs > 1:
         RUN_INFO.update(jobs=args.jobs, threads=str(max(1, (os.cpu_count() or 1) // args.jobs)))
 
     def todo(cell: Cell) -> bool:
         wanted = args.only is None or cell.config in args.only or cell.key in args.only
-        return wanted and not args.table_only and (args.force or not (cell_dir / f"{cell.key}.json").exists())
+        return wanted and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
 
     def work(cell: Cell) -> None:
         print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
-        record = run_cell(cell, cell_dir, extra)
-        (cell_dir / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
+        record = run_cell(cell, cell_dir(cell), extra)
+        (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
         print(f"[reproduce] done {cell.key}", flush=True)
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for future in [pool.submit(work, cell) for cell in cells if todo(cell)]:
-            future.result()
-    records = {cell.key: json.loads((cell_dir / f"{cell.key}.json").read_text())
-               for cell in cells if (cell_dir / f"{cell.key}.json").exists()}
+    # Warm-started cells wait for the cells they start from; those run first, if needed.
+    needed = {c.warm_start for c in cells if c.warm_start and todo(c)}
+    first = [c for c in ALL_CELLS if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
+    for stage in ([*dict.fromkeys([*first, *(c for c in cells if todo(c) and not c.warm_start)])],
+                  [c for c in cells if todo(c) and c.warm_start]):
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for future in [pool.submit(work, cell) for cell in stage]:
+                future.result()
+    records = {cell.key: json.loads((cell_dir(cell) / f"{cell.key}.json").read_text())
+               for cell in cells if (cell_dir(cell) / f"{cell.key}.json").exists()}
     print(write_table(args.table, cells, records, out))
     curves: dict[str, dict[str, list[dict]]] = {}
     for cell in cells:

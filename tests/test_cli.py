@@ -96,3 +96,21 @@ def test_malformed_predict_input(capsys, bad):
 def test_predict_needs_inputs(capsys):
     plain_checkpoint("ok.ckpt")
     assert "predict needs inputs" in error_line(capsys, ["predict", "--config", DEBUG, "--ckpt_path", "ok.ckpt"])
+
+
+def test_init_from_copies_the_weights_of_another_checkpoint():
+    torch.manual_seed(123)
+    source = ABCLightningCLI(args=["--config", DEBUG, "--seed_everything=7"], run=False).model
+    torch.save({"state_dict": source.state_dict()}, "source.ckpt")
+    cli = ABCLightningCLI(args=["--config", DEBUG, "--model.init_from=source.ckpt", "--trainer.max_epochs=0",
+                                "--trainer.logger=false", "--trainer.callbacks=[]"], run=False)
+    assert not torch.equal(cli.model.model.head.weight, source.model.head.weight)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)  # setup("fit") warm-starts; zero epochs train nothing
+    for key, value in source.state_dict().items():
+        assert torch.equal(cli.model.state_dict()[key], value), key
+
+
+def test_init_from_a_checkpoint_of_another_shape(capsys):
+    plain_checkpoint("small.ckpt")
+    line = error_line(capsys, ["fit", "--config", DEBUG, "--model.d_model=64", "--model.init_from=small.ckpt"])
+    assert "init_from small.ckpt" in line and "shape mismatch" in line
