@@ -87,7 +87,52 @@ def test_cached_decoding_matches_full_recomputation(positional, index, window):
     if window is not None:
         m.install_bias("abs_window", window)
     src, _ = batch(b=16, s=23)
-    assert torch.equal(m.generate(src, 22), m.generate(src, 22, use_cache=False))
+    full = m.generate(src, 22, use_cache=False)
+    assert torch.equal(m.generate(src, 22), full)
+    assert torch.equal(m.generate(src, 22, band=False), full)
+
+
+def test_band_decoding_matches_under_a_calibrated_bias():
+    from abc_lightning.biases.abc import CalibratedBias
+    from abc_lightning.biases.calibration import calibrate
+
+    m = tiny(positional=NoPE())
+    diagonal = torch.zeros(4, 8, 8)
+    diagonal[:, torch.arange(8), torch.arange(8)] = 1.0  # every head looks along the diagonal
+    m.install_bias("abc", CalibratedBias({"cross": calibrate(diagonal.clone(), kappa=1.0),
+                                          "decoder": calibrate(diagonal.clone(), directions=[1], kappa=1.0)}))
+    src, _ = batch(b=16, s=30)
+    full = m.generate(src, 29, use_cache=False)
+    assert torch.equal(m.generate(src, 29), full)
+
+
+def test_open_span_per_row():
+    from abc_lightning.model.transformer import causal_mask, open_span
+
+    bias = WindowBias(self_width=1, cross_width=None)("decoder", 6, 6, torch.device("cpu")) + causal_mask(6, "cpu")
+    first, last = open_span(bias, 6, causal=True)
+    assert first.tolist() == [0, 0, 1, 2, 3, 4] and last.tolist() == [1, 2, 3, 4, 5, 6]
+    closed_row = torch.zeros(1, 3, 5)
+    closed_row[0, 1] = float("-inf")  # a row with nothing open keeps every key
+    closed_row[0, 2, :3] = float("-inf")
+    first, last = open_span(closed_row, 5)
+    assert first.tolist() == [0, 0, 3] and last.tolist() == [5, 5, 5]
+
+
+def test_band_decoding_keeps_a_cache_of_constant_size():
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(self_width=1, cross_width=1))
+    sizes = []
+    original = m.decoder[0].forward
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        sizes.append(args[-2]["k"].shape[2])  # the cache dict is passed positionally
+        return out
+
+    m.decoder[0].forward = spy
+    m.generate(batch(b=2, s=41)[0], 40)
+    assert max(sizes) == 2 and len(sizes) == 40  # w = 1: the newest key and one before it
 
 
 @pytest.mark.parametrize("kwargs,match", [(dict(d_model=30, heads=4), "must divide"),

@@ -51,3 +51,20 @@ def test_abc_cell_warm_starts_from_its_vanilla_baseline_which_runs_first(tmp_pat
     seen.clear()  # the baseline's record now exists under baselines/: it is shared, not re-run
     reproduce.main(["table3", "--only", "abc_nx1", "--force", "--results", str(tmp_path)])
     assert seen == [("abc_nx1", "table3")]
+
+
+def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    monkeypatch.setattr(reproduce, "extra_test", lambda cell, out, extra, version, lengths, samples: calls.append(
+        (cell.key, version, lengths, samples)) or [{"length": 600, "accuracy": 99.5, "samples": samples}])
+    cell_dir = tmp_path / "table1"
+    cell_dir.mkdir()
+    for key in ("abs_parity", "parity_vanilla"):
+        (cell_dir / f"{key}.json").write_text(json.dumps(
+            {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
+    assert reproduce.main(["table1", "--long-only", "--results", str(tmp_path)]) == 0
+    assert calls == [("abs_parity", "long", [600], 1000)]  # the vanilla cell is not tested at 600
+    assert "| parity | + T=3 | – | – | – | – | 100 | 99.5 |" in Path(tmp_path / "table1.md").read_text()
+    reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
+    assert len(calls) == 1  # already there: not tested again

@@ -46,6 +46,27 @@ def causal_mask(n: int, device: torch.device) -> torch.Tensor:
     return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
 
 
+def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query row of a bias ``(h|1, q, k)``: the key span ``[from, to)`` it leaves open.
+
+    A key is open when any head gives it a finite bias. For ``causal`` (decoder
+    self-attention, where the cache is trimmed for good) ``from`` is the smallest start of
+    this and every later row, so that a key dropped at step t is never needed again. A row
+    with no open key keeps every key, so skipping never changes the result.
+    """
+    q = bias.shape[-2] if bias is not None else n_keys
+    full_from, full_to = torch.zeros(q, dtype=torch.long), torch.full((q,), n_keys, dtype=torch.long)
+    if bias is None:
+        return full_from, full_to
+    is_open = torch.isfinite(bias).any(dim=0).cpu()  # (q, k)
+    any_open = is_open.any(dim=1)
+    first = torch.where(any_open, is_open.int().argmax(dim=1), full_from)
+    last = torch.where(any_open, n_keys - is_open.flip(1).int().argmax(dim=1), full_to)
+    if causal:
+        first = first.flip(0).cummin(0).values.flip(0)
+    return first, last
+
+
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
         super().__init__(nn.Linear(d_model, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d_model))
@@ -83,7 +104,11 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map, cache=None):
+    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map, cache=None,
+                band=None):
+        """``band`` (cached decoding only): ``(self_from, cross_from, cross_to)``, absolute key
+        indices. Self-attention keys before ``self_from`` are dropped from the cache for good;
+        cross-attention reads memory keys ``[cross_from, cross_to)``. Biases come pre-sliced."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
@@ -91,10 +116,15 @@ class DecoderLayer(nn.Module):
         else:
             if "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
+            start = cache.get("start", 0)
+            if band is not None and band[0] > start:
+                k, v, start = k[:, :, band[0] - start :], v[:, :, band[0] - start :], band[0]
+            cache["k"], cache["v"], cache["start"] = k, v, start
             if "ck" not in cache:
                 cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
             ck, cv = cache["ck"], cache["cv"]
+            if band is not None:
+                ck, cv = ck[:, :, band[1] : band[2]], cv[:, :, band[1] : band[2]]
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
         x = x + h
         h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map)
@@ -230,12 +260,18 @@ class Seq2SeqTransformer(nn.Module):
         return Seq2SeqOutput(logits, attention)
 
     @torch.no_grad()
-    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True) -> torch.Tensor:
+    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, band: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
 
         With ``use_cache`` each step runs only the newest position against cached keys and
         values; biases are built once for all ``steps`` rows and row t is used at step t,
         which gives exactly the tokens of full recomputation (``use_cache=False``).
+
+        With ``band`` (and the cache), keys that the summed bias closes (−inf in every head)
+        are skipped: step t attends only to the span of keys its bias row leaves open, and
+        self-attention keys that no later row opens are dropped from the cache. Under an ABS
+        window or a calibrated ABC bias the per-step cost and the cache size no longer grow
+        with the length; under an open bias (ALiBi, T5, none) nothing is skipped.
         """
         memory, _ = self.encode(src)
         out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
@@ -250,13 +286,24 @@ class Seq2SeqTransformer(nn.Module):
         self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
         rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         caches = [{} for _ in self.decoder]
+        found: dict[tuple[int, int], tuple] = {}  # layers usually share one bias tensor
+        spans = [found.setdefault((id(sb), id(cb)), (open_span(sb, steps, causal=True), open_span(cb, memory.shape[1])))
+                 if band else None for sb, cb in zip(self_biases, cross_biases)]
         tokens = []
         for t in range(steps):
             x = self._embed(out[:, -1:], t_pos[t : t + 1])
-            for layer, cache, self_bias, cross_bias in zip(self.decoder, caches, self_biases, cross_biases):
-                row_self = None if self_bias is None else self_bias[..., t : t + 1, : t + 1]
-                row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, :]
-                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False, cache)
+            for i, (layer, cache) in enumerate(zip(self.decoder, caches)):
+                self_bias, cross_bias = self_biases[i], cross_biases[i]
+                if spans[i] is None:
+                    lo, c_lo, c_hi, span = 0, 0, memory.shape[1], None
+                else:
+                    (keep, _), (c_from, c_to) = spans[i]
+                    lo, c_lo, c_hi = int(keep[t]), int(c_from[t]), int(c_to[t])
+                    span = (lo, c_lo, c_hi)
+                row_self = None if self_bias is None else self_bias[..., t : t + 1, lo : t + 1]
+                row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, c_lo:c_hi]
+                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
+                                cache, span)
             out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)
         return torch.cat(tokens, dim=1)

@@ -1,0 +1,213 @@
+"""Speed benchmarks: decoding, the paper's evaluation protocol, training throughput.
+
+    python benchmarks/speed.py [--only decode protocol training] [--threads N] [--out results/bench_speed]
+
+Sections (each writes its figures into ``<out>.json`` and ``<out>.md``):
+
+* ``decode``: greedy decoding throughput (samples/s) at 6, 60, 600 and 1 000 digits, for
+  the naive decoder (full recomputation each step), the KV-cached decoder, and the
+  KV-cached decoder that skips keys the bias closes (the default), in one run, with
+  ratios. The naive and fast outputs are compared token for token on the same inputs.
+  Model: the NoPE + w=1 addition cell (CPU size). Weights are random: greedy decoding
+  runs a fixed number of steps, so its cost does not depend on them.
+* ``protocol``: wall time of the paper's evaluation protocol (lengths 6, 10, 15, 20 and 60
+  at min(10^L − 10^(L−1), 10 000) samples) for each ABS Table 1 config, as ``test`` runs
+  it: data generation plus batched greedy decoding under ``torch.inference_mode``. Also
+  time per sample at 60 and 1 000 digits, the linear-cost check.
+* ``training``: training throughput (tokens/s) for each ABS Table 1 cell, and the
+  time to the first validation at 100% on 60 digits, estimated as (step of that
+  validation, from the committed Table 1 fit metrics) ÷ (measured steps/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from abc_lightning.biases.windows import WindowBias
+from abc_lightning.callbacks import AttentionWindow
+from abc_lightning.cli import ABCLightningCLI
+
+ABS_CELLS = {  # Table 1 ABS cells: name -> config
+    f"{task}_{cell}": (f"configs/abs_{task}.yaml" if cell == "T3" else f"configs/table1/{task}_nope_w1.yaml")
+    for task in ("successor", "addition", "parity", "nx1") for cell in ("T3", "nope_w1")
+}
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} CPU cores, {torch.get_num_threads()} torch threads, "
+            f"torch {torch.__version__}" + (f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
+
+
+def build(config: str, *overrides: str):
+    """The config's model (eval mode, ABS window installed) and its data module."""
+    cli = ABCLightningCLI(args=["--config", config, "--trainer.logger=false", *overrides], run=False)
+    model, dm = cli.model, cli.datamodule
+    for cb in cli.trainer.callbacks:
+        if isinstance(cb, AttentionWindow):
+            bias = WindowBias(cb.self_width, cb.cross_width, dm.digit_stride or 1, cb.geometry, cb.encoder_width)
+            model.model.install_bias("abs_window", bias)
+    return model.eval(), dm
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def decode_section(lengths=(6, 60, 600, 1000)) -> list[dict]:
+    model, dm = build("configs/table1/addition_nope_w1.yaml")
+    rows = []
+    for length in lengths:
+        n_fast = 1000 if length <= 60 else 200
+        n_naive = {6: 1000, 60: 200}.get(length, 2)
+        ds = dm.length_set(length, n_fast, salt=9)
+        src, steps = ds.data.src.long(), ds.data.tgt_out.shape[1]
+        row = {"digits": length, "source_tokens": src.shape[1], "steps": steps}
+        with torch.inference_mode():
+            t_fast, fast = timed(lambda: model.model.generate(src, steps))
+            t_cache, _ = timed(lambda: model.model.generate(src[:n_fast // 4], steps, band=False))
+            t_naive, naive = timed(lambda: model.model.generate(src[:n_naive], steps, use_cache=False))
+            t_same, same = timed(lambda: model.model.generate(src[:n_naive], steps))  # the naive run's batch
+        row.update(
+            fast_samples_per_s=round(n_fast / t_fast, 2), cached_no_band_samples_per_s=round(n_fast // 4 / t_cache, 2),
+            naive_samples_per_s=round(n_naive / t_naive, 3), samples=dict(fast=n_fast, cached=n_fast // 4, naive=n_naive),
+            fast_over_naive=round(t_naive / t_same, 1),  # same inputs, same batch
+            same_tokens=bool(torch.equal(same, naive) and torch.equal(fast[:n_naive], naive)),
+        )
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def protocol_section(cells: dict[str, str]) -> list[dict]:
+    rows = []
+    for name, config in cells.items():
+        model, dm = build(config)
+        lengths, cap, batch = dm.test_lengths, dm.test_samples, dm.eval_batch_size
+        total, per_length = 0.0, {}
+        with torch.inference_mode():
+            for length in lengths:
+                t, _ = timed(lambda: [model.model.generate(b["src"], b["tgt_out"].shape[1])
+                                      for b in _batches(dm.length_set(length, cap, salt=4), batch)])
+                per_length[length], total = round(t, 2), total + t
+            per_sample = {}
+            for length in (60, 1000):
+                ds = dm.length_set(length, 100, salt=5)
+                t, _ = timed(lambda: [model.model.generate(b["src"], b["tgt_out"].shape[1]) for b in _batches(ds, 100)])
+                per_sample[length] = t / len(ds)
+        row = {"cell": name, "config": config, "lengths": lengths, "samples_cap": cap, "seconds": round(total, 1),
+               "seconds_by_length": per_length, "ms_per_sample_60": round(1000 * per_sample[60], 3),
+               "ms_per_sample_1000": round(1000 * per_sample[1000], 3),
+               "ratio_1000_over_60": round(per_sample[1000] / per_sample[60], 1)}
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def _batches(ds, size: int):
+    for start in range(0, len(ds), size):
+        yield ds.__getitems__(list(range(start, min(start + size, len(ds)))))
+
+
+def first_full_at_60(cell: str) -> int | None:
+    """Step of the first validation at 100% on 60 digits in the Table 1 fit metrics, if present."""
+    key = {"T3": "abs_{task}", "nope_w1": "{task}_nope_w1"}[cell.split("_", 1)[1]].format(task=cell.split("_")[0])
+    path = Path("results/table1/runs") / key / "fit" / "metrics.csv"
+    if not path.exists():
+        return None
+    for row in csv.DictReader(path.open()):
+        if row.get("val/acc@60") and float(row["val/acc@60"]) >= 1.0:
+            return int(row["step"]) + 1
+    return None
+
+
+def training_section(cells: dict[str, str], steps: int = 60) -> list[dict]:
+    rows = []
+    for name, config in cells.items():
+        model, dm = build(config)
+        model.train()
+        dm.setup("fit")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loader = iter(dm.train_dataloader())
+        batches = [next(loader) for _ in range(steps + 5)]
+        tokens = sum(int(b["src"].numel() + b["tgt_in"].numel()) for b in batches[5:])
+
+        def step(batch):
+            opt.zero_grad(set_to_none=True)
+            model.loss(batch).backward()
+            opt.step()
+
+        for b in batches[:5]:
+            step(b)
+        t, _ = timed(lambda: [step(b) for b in batches[5:]])
+        first = first_full_at_60(name)
+        row = {"cell": name, "config": config, "tokens_per_s": round(tokens / t), "steps_per_s": round(steps / t, 2),
+               "batch_size": dm.batch_size, "first_100_at_60_step": first,
+               "est_seconds_to_100_at_60": None if first is None else round(first / (steps / t), 1)}
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def markdown(record: dict) -> str:
+    out = [f"### Speed benchmarks\n\n`python benchmarks/speed.py` on {record['machine']}, {record['date']}.\n"]
+    if "decode" in record:
+        out += ["#### Greedy decoding, addition, NoPE + w=1 (d 64, 4 heads, 1 + 3 layers)\n",
+                "| digits | steps | naive (samples/s) | KV cache (samples/s) | KV cache + band (samples/s) "
+                "| band ÷ naive (same inputs and batch) | same tokens |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {r['digits']} | {r['steps']} | {r['naive_samples_per_s']} | {r['cached_no_band_samples_per_s']} "
+                f"| {r['fast_samples_per_s']} | {r['fast_over_naive']}× | {r['same_tokens']} |" for r in record["decode"]]
+    if "protocol" in record:
+        out += ["\n#### The paper's evaluation protocol (6, 10, 15, 20, 60 digits; up to 10 000 samples each)\n",
+                "| cell | wall time | by length (s) | ms/sample at 60 | ms/sample at 1 000 | 1 000 ÷ 60 |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {r['cell']} | {r['seconds']} s | {r['seconds_by_length']} | {r['ms_per_sample_60']} "
+                f"| {r['ms_per_sample_1000']} | {r['ratio_1000_over_60']}× |" for r in record["protocol"]]
+    if "training" in record:
+        out += ["\n#### Training throughput (ABS Table 1 cells)\n",
+                "| cell | tokens/s | steps/s | batch | first 100% at 60 (step) | est. time to it |", "|---|---|---|---|---|---|"]
+        out += [f"| {r['cell']} | {r['tokens_per_s']} | {r['steps_per_s']} | {r['batch_size']} "
+                f"| {r['first_100_at_60_step'] or '–'} | "
+                f"{'–' if r['est_seconds_to_100_at_60'] is None else str(r['est_seconds_to_100_at_60']) + ' s'} |"
+                for r in record["training"]]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=["decode", "protocol", "training"],
+                        default=["decode", "protocol", "training"])
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--cells", nargs="*", default=list(ABS_CELLS), choices=list(ABS_CELLS))
+    parser.add_argument("--out", default="results/bench_speed")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    out = Path(args.out)
+    record = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    record.update(machine=machine(), date=time.strftime("%Y-%m-%d"))
+    cells = {k: ABS_CELLS[k] for k in args.cells}
+    if "decode" in args.only:
+        record["decode"] = decode_section()
+    if "protocol" in args.only:
+        record["protocol"] = protocol_section(cells)
+    if "training" in args.only:
+        record["training"] = training_section(cells)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2))
+    out.with_suffix(".md").write_text(markdown(record))
+    print(markdown(record))
+
+
+if __name__ == "__main__":
+    main()
