@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from abc_lightning.callbacks import AccuracyTable
+from abc_lightning.callbacks import AccuracyTable, RunInfo
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.module import ArithmeticTransformer, check_compatible
@@ -87,12 +87,14 @@ class ABCLightningCLI(LightningCLI):
             args=args,
             run=run,
             save_config_kwargs={"overwrite": True},
+            trainer_defaults={"deterministic": "warn"},  # deterministic kernels where torch has them
             parser_class=ConciseParser,
             parser_kwargs={"default_env": False},
         )
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
+        parser.add_lightning_class_args(RunInfo, "run_info")
 
     def _user_ckpt(self, subcommand: str) -> dict | None:
         """The checkpoint named by --ckpt_path, loaded safely once; None for none or a keyword."""

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from abc_lightning import vocab
-from abc_lightning.errors import ConfigError
+from abc_lightning.errors import ConfigError, InputError
 from abc_lightning.tasks import Task, get_task
 from abc_lightning.tasks.base import POOL_MAX
 
@@ -185,7 +185,16 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     def parse(self, text: str) -> dict:
         """One predict expression -> a batch of one (raises InputError if malformed)."""
+        if not isinstance(text, str):
+            raise InputError(f"predict input {text!r} is not a string; expected e.g. {self.task.example_input()!r}")
+        digits = sum(c.isdigit() for c in text)
+        if digits > MAX_EVAL_LENGTH * self.task.arity:
+            raise InputError(f"predict input of {digits} digits is longer than this project evaluates "
+                             f"({MAX_EVAL_LENGTH} digits per operand)")
         operands = self.task.parse(text)
+        if max(op.shape[1] for op in operands) > MAX_EVAL_LENGTH + 1:
+            raise InputError(f"an operand of {text[:20]!r}... is longer than this project evaluates "
+                             f"({MAX_EVAL_LENGTH} digits per operand)")
         enc = encode(self.task, operands, self.aligned)
         return {"src": enc.src.long(), "tgt_out": enc.tgt_out.long(), "tag": "predict", "text": text}
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import torch
 
+from abc_lightning.biases.abc import CalibratedBias, load_calibrated_bias
 from abc_lightning.biases.calibration import CalibratedLines
+from abc_lightning.errors import CheckpointError
 from abc_lightning.callbacks import AttentionBiasCalibration
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
@@ -29,6 +31,9 @@ def test_phases_run_in_one_fit_and_artifacts_are_written():
     assert (cross.m, cross.n) == (10, 10)  # 9 output digits + EOS, and $ + 8 digits + &
     for png in ("cross_bias.png", "decoder_bias.png", "cross_bias_60.png"):
         assert (run / "abc" / png).stat().st_size > 1000
+    reloaded = load_calibrated_bias(run / "abc" / "lines.pt")  # the artifact alone rebuilds the bias
+    assert torch.equal(reloaded("cross", 12, 30, torch.device("cpu")),
+                       CalibratedBias({"cross": cross})("cross", 12, 30, torch.device("cpu")))
 
     # test reads the calibrated bias back from the checkpoint it evaluates
     ckpt = run / "checkpoints" / "last.ckpt"
@@ -46,3 +51,18 @@ def test_resume_restores_phase_and_bias():
     assert callback.phase == "retrain" and callback.seconds["interpolate"] == 3.0
     assert isinstance(callback.lines["cross"], CalibratedLines)
     assert callback.state_dict()["lines"]["cross"]["n"] == 3
+
+
+def test_bias_artifact_loading_refuses_pickled_code_and_foreign_files(tmp_path):
+    import os
+
+    import pytest
+
+    torch.save({"cross": os.system}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="refused"):
+        load_calibrated_bias(tmp_path / "evil.pt")
+    torch.save({"cross": {"weights": torch.zeros(2)}}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not an ABC bias file"):
+        load_calibrated_bias(tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not found"):
+        load_calibrated_bias(tmp_path / "missing.pt")

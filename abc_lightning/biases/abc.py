@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
 from abc_lightning.biases.calibration import CalibratedLines, extend
+from abc_lightning.errors import CheckpointError
 
 
 class CalibratedBias(nn.Module):
@@ -51,3 +54,25 @@ class CalibratedBias(nn.Module):
             visible = bias.masked_fill(torch.ones(n_queries, n_keys, dtype=torch.bool).triu(1), float("-inf"))
         closed_rows = torch.isinf(visible).all(dim=-1, keepdim=True)
         return bias.masked_fill(closed_rows, 0.0)
+
+
+def load_calibrated_bias(path: str | Path, soft: bool = False) -> CalibratedBias:
+    """A :class:`CalibratedBias` from an ABC artifact ``abc/lines.pt`` (plain tensors only).
+
+    The file is read with ``torch.load(weights_only=True)``: anything but tensors and plain
+    data is refused with a CheckpointError, as are files that are not ABC lines.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"ABC bias file not found: {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupt, truncated, or holding pickled objects
+        raise CheckpointError(f"cannot load ABC bias {path}: it is corrupt or holds objects other than tensors "
+                              f"and plain data, which are refused ({type(exc).__name__})") from None
+    try:
+        lines = {kind: [CalibratedLines.from_state(s) for s in v] if isinstance(v, list) else CalibratedLines.from_state(v)
+                 for kind, v in state.items()}
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path} is not an ABC bias file (abc/lines.pt): {exc!r}") from None
+    return CalibratedBias(lines, soft=soft)

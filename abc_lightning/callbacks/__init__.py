@@ -2,6 +2,6 @@
 
 from abc_lightning.callbacks.abc import AttentionBiasCalibration
 from abc_lightning.callbacks.abs import AttentionWindow
-from abc_lightning.callbacks.training import AccuracyTable, StopOnInterpolation
+from abc_lightning.callbacks.training import AccuracyTable, RunInfo, StopOnInterpolation
 
-__all__ = ["AttentionBiasCalibration", "AttentionWindow", "AccuracyTable", "StopOnInterpolation"]
+__all__ = ["AttentionBiasCalibration", "AttentionWindow", "AccuracyTable", "RunInfo", "StopOnInterpolation"]

@@ -77,3 +77,53 @@ class AccuracyTable(L.Callback):
 
     def on_test_end(self, trainer, pl_module) -> None:
         self._write(trainer, "test")
+
+
+def git_commit() -> str | None:
+    """The source tree's git commit (with ``-dirty`` for uncommitted changes), or None."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class RunInfo(L.Callback):
+    """Write ``run_info.json`` next to each run: seed, command, versions, git commit.
+
+    The resolved config sits beside it as ``config.yaml`` (LightningCLI). Nothing from the
+    environment is recorded, so API keys given by environment never reach a run's files.
+    """
+
+    def _write(self, trainer: L.Trainer, stage: str) -> None:
+        import os
+        import platform
+        import sys
+
+        import torch
+
+        from abc_lightning import __version__
+
+        if trainer.log_dir is None or not trainer.is_global_zero:
+            return
+        versions = {"python": platform.python_version(), "torch": torch.__version__, "lightning": L.__version__,
+                    "abc_lightning": __version__}
+        info = {"stage": stage, "seed": os.environ.get("PL_GLOBAL_SEED"), "command": sys.argv,
+                "git_commit": git_commit(), "versions": versions, "machine": platform.platform(),
+                "deterministic": torch.are_deterministic_algorithms_enabled()}
+        out = Path(trainer.log_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run_info.json").write_text(json.dumps(info, indent=2))
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._write(trainer, "fit")
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._write(trainer, "test")

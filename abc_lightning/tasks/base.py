@@ -150,7 +150,7 @@ class Task(ABC):
     def parse(self, text: str) -> list[np.ndarray]:
         """A user expression such as ``"123+456"`` -> operand digit arrays, padded."""
         cleaned = text.replace(" ", "")
-        if not self.pattern.fullmatch(cleaned):
+        if not cleaned.isascii() or not self.pattern.fullmatch(cleaned):
             raise InputError(
                 f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"
             )
