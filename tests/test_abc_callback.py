@@ -66,3 +66,14 @@ def test_bias_artifact_loading_refuses_pickled_code_and_foreign_files(tmp_path):
         load_calibrated_bias(tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not found"):
         load_calibrated_bias(tmp_path / "missing.pt")
+
+
+def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
+    cli = ABCLightningCLI(args=["--config", DEBUG, "--model.dropout=0.0"], run=False)
+    callback = AttentionBiasCalibration(samples=8, retrain_dropout=0.25)
+    dropouts = [m for m in cli.model.modules() if isinstance(m, torch.nn.Dropout)]
+    callback.on_fit_start(None, cli.model)  # interpolation phase: the model's own dropout
+    assert dropouts and all(m.p == 0.0 for m in dropouts)
+    callback.load_state_dict({"phase": "retrain", "lines": {}})
+    callback.on_fit_start(None, cli.model)  # resumed in the retraining phase
+    assert all(m.p == 0.25 for m in dropouts)

@@ -88,6 +88,9 @@ class AttentionBiasCalibration(L.Callback):
         soft: no −inf cut-offs: the bias only steers the learned scores.
         reinitialize: retrain from freshly initialized weights (and a cleared optimizer
             state) under the calibrated bias, instead of fine-tuning the interpolating model.
+        retrain_dropout: dropout probability for the retraining phase (None keeps the
+            model's). Lets a dropout-free interpolating model (or one warm-started with
+            ``--model.init_from``) hand over to a retraining with the paper's dropout.
         seed: seeds the choice of S_gen.
     """
 
@@ -109,6 +112,7 @@ class AttentionBiasCalibration(L.Callback):
         per_layer: bool = False,
         soft: bool = False,
         reinitialize: bool = False,
+        retrain_dropout: float | None = None,
         seed: int = 0,
     ) -> None:
         bad = [k for k in kinds if k not in KINDS]
@@ -124,7 +128,9 @@ class AttentionBiasCalibration(L.Callback):
         self.retrain_patience, self.vertical = retrain_patience, vertical
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
-        self.reinitialize = reinitialize
+        if retrain_dropout is not None and not 0.0 <= retrain_dropout < 1.0:
+            raise ConfigError(f"ABC retrain_dropout must be in [0, 1), got {retrain_dropout}")
+        self.reinitialize, self.retrain_dropout = reinitialize, retrain_dropout
         self.phase = "interpolate"
         self.streak = 0
         self.lines: dict[str, CalibratedLines | list[CalibratedLines]] = {}
@@ -136,6 +142,16 @@ class AttentionBiasCalibration(L.Callback):
         self._mark = time.perf_counter()
         if self.lines:
             self.install(pl_module)
+        if self.phase != "interpolate":
+            self.set_dropout(pl_module)
+
+    def set_dropout(self, pl_module) -> None:
+        """Apply ``retrain_dropout`` to every dropout module (the retraining phase)."""
+        if self.retrain_dropout is None:
+            return
+        for module in pl_module.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = self.retrain_dropout
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or self.phase == "done":
@@ -152,6 +168,7 @@ class AttentionBiasCalibration(L.Callback):
             self.install(pl_module)
             if self.reinitialize:
                 reinitialize(pl_module, trainer, self.seed)
+            self.set_dropout(pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase = "retrain"
             self._mark = time.perf_counter()
