@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError, InputError
@@ -60,6 +60,27 @@ class EncodedDataset(Dataset):
         i = torch.as_tensor(idx)
         d = self.data
         return {"src": d.src[i].long(), "tgt_in": d.tgt_in[i].long(), "tgt_out": d.tgt_out[i].long(), "tag": self.tag}
+
+
+class EpochShuffle(Sampler):
+    """A fresh permutation each epoch, a function of (seed, epoch) alone.
+
+    Lightning calls ``set_epoch`` at every epoch start (also after a resume), so a run
+    resumed from a checkpoint sees exactly the batches an uninterrupted run would.
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=gen).tolist())
 
 
 def _identity(batch):
@@ -200,8 +221,11 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     # ---- loaders ------------------------------------------------------------------
     def _loader(self, ds: EncodedDataset, batch_size: int, shuffle: bool) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.seed) if shuffle else None
-        return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, collate_fn=_identity, generator=gen)
+        sampler = EpochShuffle(len(ds), self.seed) if shuffle else None
+        # Its own generator: creating an iterator draws a seed, which must not consume the
+        # global random stream (dropout) that checkpoints carry for exact resumes.
+        return DataLoader(ds, batch_size=batch_size, sampler=sampler, collate_fn=_identity,
+                          generator=torch.Generator().manual_seed(self.seed))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self._train, self.batch_size, shuffle=True)

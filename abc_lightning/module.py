@@ -126,12 +126,20 @@ class ArithmeticTransformer(L.LightningModule):
         self.load_state_dict(saved, strict=False)
         print(f"abc_lightning: model weights initialized from {path}", flush=True)
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # The random stream (dropout) goes with the weights, so a resumed fit draws what an
+        # uninterrupted one would. A plain uint8 tensor: loadable with weights_only=True.
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse a checkpoint whose weights do not fit this model, naming the mismatch."""
         state = checkpoint.get("state_dict")
         if not isinstance(state, dict):
             raise CheckpointError("checkpoint has no 'state_dict': not a Lightning checkpoint of this project")
         check_compatible(state, self.state_dict())
+        rng = checkpoint.get("torch_rng_state")
+        if isinstance(rng, torch.Tensor) and self._trainer is not None and self.trainer.state.fn == "fit":
+            torch.set_rng_state(rng)
 
 
 def check_compatible(saved: dict, expected: dict) -> None:
