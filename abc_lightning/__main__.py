@@ -1,4 +1,4 @@
-"""``python -m abc_lightning``: runs the CLI, nothing else."""
+"""``python -m abc_lightning``: the LightningCLI, or ``reproduce`` / ``sweep``."""
 
 import sys
 
@@ -8,6 +8,10 @@ def main() -> int:
         from abc_lightning.reproduce import main as reproduce
 
         return reproduce(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "sweep":
+        from abc_lightning.sweep import main as sweep
+
+        return sweep(sys.argv[2:])
     from abc_lightning.cli import run_cli
 
     return run_cli()

@@ -7,12 +7,15 @@ Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predi
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import torch
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, RunInfo
 from abc_lightning.data import ArithmeticDataModule
@@ -118,18 +121,46 @@ class ABCLightningCLI(LightningCLI):
         if ckpt is not None:
             check_compatible(ckpt["state_dict"], self.model.state_dict())
 
+    def _claim_version(self) -> None:
+        """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
+
+        Lightning picks "highest existing + 1" lazily, so runs started together with one
+        save_dir (sweeps, ``reproduce --jobs``) could pick the same folder and overwrite
+        each other's files. Creating the folder is atomic: a run that loses the race takes
+        the next number. Only global rank 0 claims; other ranks receive its log_dir.
+        """
+        if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) != 0:
+            return
+        for logger in self.trainer.loggers:
+            if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
+                root = Path(logger.root_dir)
+                root.mkdir(parents=True, exist_ok=True)
+                version = logger._get_next_version()
+                while True:
+                    try:
+                        (root / f"version_{version}").mkdir()
+                        CLAIMED.append(root / f"version_{version}")
+                        break
+                    except FileExistsError:
+                        version += 1
+                logger._version = version
+
     def before_fit(self) -> None:
         self._check_ckpt("fit", required=False)
+        self._claim_version()
 
     def before_validate(self) -> None:
         self._check_ckpt("validate", required=False)
+        self._claim_version()
 
     def before_test(self) -> None:
         self._check_ckpt("test", required=True)
+        self._claim_version()
 
     def before_predict(self) -> None:
         self._check_ckpt("predict", required=True)
         self.datamodule.setup("predict")  # malformed inputs fail here, before any model work
+        self._claim_version()
 
     def after_predict(self) -> None:
         rows = self.model.predictions
@@ -143,6 +174,7 @@ class ABCLightningCLI(LightningCLI):
 
 
 USER_ERRORS = (ConfigError, InputError, CheckpointError)
+CLAIMED: list[Path] = []  # run folders this process created, removed again if a user error leaves them empty
 
 
 def user_error(exc: BaseException) -> BaseException | None:
@@ -164,6 +196,9 @@ def run_cli(args: list[str] | None = None) -> int:
         cause = user_error(exc)
         if cause is None:
             raise
+        for folder in CLAIMED:  # only what start-up wrote: the resolved config
+            if folder.is_dir() and {p.name for p in folder.iterdir()} <= {"config.yaml", "hparams.yaml"}:
+                shutil.rmtree(folder)
         print(f"abc_lightning: error: {cause}", file=sys.stderr)
         return 2
     return 0

@@ -114,3 +114,13 @@ def test_init_from_a_checkpoint_of_another_shape(capsys):
     plain_checkpoint("small.ckpt")
     line = error_line(capsys, ["fit", "--config", DEBUG, "--model.d_model=64", "--model.init_from=small.ckpt"])
     assert "init_from small.ckpt" in line and "shape mismatch" in line
+
+
+def test_runs_started_together_never_share_a_version_folder(monkeypatch):
+    from lightning.pytorch.loggers import CSVLogger
+
+    Path("runs/debug/version_0").mkdir(parents=True)  # another run claimed it a moment ago
+    monkeypatch.setattr(CSVLogger, "_get_next_version", lambda self: 0)  # ...after we looked
+    cli = ABCLightningCLI(args=["--config", DEBUG], run=False)
+    cli._claim_version()
+    assert cli.trainer.logger.version == 1 and Path("runs/debug/version_1").is_dir()

@@ -61,8 +61,9 @@ def one_error_line(capsys, args) -> str:
 @settings(max_examples=100, **SETTINGS)
 @given(override=BAD_CONFIGS)
 def test_generated_bad_configs_get_one_line(capsys, override):
-    one_error_line(capsys, ["fit", "--config", DEBUG, "--trainer.max_epochs=0", "--trainer.logger=false", *override])
+    one_error_line(capsys, ["fit", "--config", DEBUG, "--trainer.max_epochs=0", *override])
     assert not any(Path(".").rglob("*.ckpt"))
+    assert not any(Path(".").glob("runs/*/version_*")), "a failed start left a run folder behind"
 
 
 def malformed(task_pattern: str):

@@ -1,0 +1,105 @@
+"""Sweep YAMLs expand to commands the real CLI parses; the local runner runs and resumes them."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from abc_lightning import sweep
+from abc_lightning.cli import ABCLightningCLI
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
+
+
+class ParseOnly(ABCLightningCLI):
+    """The project's CLI up to validated parsing: nothing is instantiated or run."""
+
+    def instantiate_classes(self) -> None:
+        pass
+
+    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:
+        pass
+
+    def _run_subcommand(self, subcommand) -> None:
+        pass
+
+
+def cli_args(cmd: list[str]) -> list[str]:
+    """The arguments after ``python -m abc_lightning``, config paths made absolute."""
+    args = cmd[cmd.index("abc_lightning") + 1 :]
+    return [str(ROOT / a) if a.startswith("configs/") else a for a in args]
+
+
+def test_there_is_a_grid_per_task_for_w_t_scheme_and_kappa_and_a_random_example():
+    names = {p.stem for p in SWEEPS}
+    for task in ("successor", "addition", "nx1", "parity"):
+        assert f"abs_{task}_grid" in names and f"abc_{task}_kappa" in names
+    assert any(sweep.load(p).get("method") == "random" for p in SWEEPS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_every_combination_parses_with_the_real_cli(path):
+    spec = sweep.load(path)
+    assert "${args}" in spec["command"] and spec["command"].index("${args}") > spec["command"].index("--config")
+    combos = sweep.expand(spec, count=4)
+    assert combos
+    for params in combos:
+        assert all(v is not None for v in params.values()), "W&B renders None as --k=None"
+        args = cli_args(sweep.command(spec, params))
+        cli = ParseOnly(args=args)
+        cfg = cli.config[cli.config.subcommand]
+        for key, value in params.items():  # the override reached the parsed config
+            node = cfg
+            for part in key.split("."):
+                node = node[-1] if isinstance(node, list) else node
+                node = node["init_args"][part] if part not in node and "init_args" in node else node[part]
+            assert str(value) in (str(node), getattr(node, "class_path", "").rsplit(".", 1)[-1]), (key, node)
+
+
+def test_none_would_be_rendered_as_wandb_does_and_is_rejected(capsys):
+    spec = {"parameters": {"trainer.callbacks.init_args.cross_width": {"values": [None]}},
+            "command": ["python", "-m", "abc_lightning", "fit", "--config", "configs/abs_parity.yaml", "${args}"]}
+    cmd = sweep.command(spec, sweep.expand(spec)[0])
+    assert cmd[-1] == "--trainer.callbacks.init_args.cross_width=None"
+
+
+def test_flow_style_needs_quoted_macros():
+    assert yaml.safe_load('command: [python, "${args}"]')["command"] == ["python", "${args}"]
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load("command: [python, ${args}]")
+
+
+def test_random_search_draws_count_combinations_reproducibly():
+    spec = sweep.load(ROOT / "sweeps" / "abs_parity_random.yaml")
+    a, b = sweep.expand(spec, count=5), sweep.expand(spec, count=5)
+    assert a == b and len(a) == 5 and len(sweep.expand(spec)) == spec["run_cap"]
+    assert all(2 <= p["model.position_index.period"] <= 6 and 3e-4 <= p["model.lr"] <= 3e-3 for p in a)
+
+
+def test_local_runner_runs_in_parallel_and_resumes_without_rerunning(tmp_path):
+    log = tmp_path / "calls.txt"
+    script = (f"import sys; open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n'); "
+              "sys.exit(1 if '--b=fail' in sys.argv else 0)")
+    spec = {"name": "toy", "method": "grid", "parameters": {"a": {"values": [1, 2]}, "b": {"values": ["x", "fail"]}},
+            "command": ["python", "-c", script, "${args}"]}
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "records"
+    assert sweep.main([str(tmp_path / "toy.yaml"), "--parallel", "2", "--out", str(out)]) == 1  # two fail
+    assert len(log.read_text().splitlines()) == 4
+    records = sorted((out / "toy").iterdir())
+    assert len(records) == 4 and all((r / "exit_code").exists() for r in records)
+    assert json.loads((records[0] / "command.json").read_text())[0] == sys.executable
+    sweep.main([str(tmp_path / "toy.yaml"), "--out", str(out)])  # resume: only the failed ones again
+    calls = log.read_text().splitlines()
+    assert len(calls) == 6 and all("--b=fail" in c for c in calls[4:])
+
+
+def test_bad_sweep_files_get_one_line(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("method: bayes\nparameters: {a: {values: [1]}}\n")
+    assert sweep.main([str(tmp_path / "bad.yaml")]) == 2
+    assert "use grid or random" in capsys.readouterr().err
+    assert sweep.main([str(tmp_path / "missing.yaml")]) == 2
