@@ -18,9 +18,11 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, RunInfo
+from abc_lightning.callbacks.training import run_dir
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.module import ArithmeticTransformer, check_compatible
+from abc_lightning.wandb_logging import make_logger
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
 from abc_lightning import callbacks as _callbacks  # noqa: F401
@@ -90,7 +92,8 @@ class ABCLightningCLI(LightningCLI):
             args=args,
             run=run,
             save_config_kwargs={"overwrite": True},
-            trainer_defaults={"deterministic": "warn"},  # deterministic kernels where torch has them
+            # deterministic kernels where torch has them; the data module shards for DDP itself
+            trainer_defaults={"deterministic": "warn", "use_distributed_sampler": False},
             parser_class=ConciseParser,
             parser_kwargs={"default_env": False},
         )
@@ -98,6 +101,10 @@ class ABCLightningCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
         parser.add_lightning_class_args(RunInfo, "run_info")
+        parser.add_argument("--wandb.mode", type=str, default="auto",
+                            help="W&B beside the run's CSV/TensorBoard logs: auto (online if usable, else offline), "
+                                 "online, offline or disabled")
+        parser.add_argument("--wandb.project", type=str, default="abc_lightning", help="W&B project")
 
     def _user_ckpt(self, subcommand: str) -> dict | None:
         """The checkpoint named by --ckpt_path, loaded safely once; None for none or a keyword."""
@@ -129,7 +136,7 @@ class ABCLightningCLI(LightningCLI):
         each other's files. Creating the folder is atomic: a run that loses the race takes
         the next number. Only global rank 0 claims; other ranks receive its log_dir.
         """
-        if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) != 0:
+        if any(int(os.environ.get(var, "0") or 0) != 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")):
             return
         for logger in self.trainer.loggers:
             if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
@@ -145,17 +152,34 @@ class ABCLightningCLI(LightningCLI):
                         version += 1
                 logger._version = version
 
+    def _add_wandb(self) -> None:
+        """Add W&B (see :mod:`abc_lightning.wandb_logging`) beside a CSV/TensorBoard logger."""
+        loggers = self.trainer.loggers
+        if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
+            return
+        options = self.config[self.config.subcommand].get("wandb") or {}
+        wandb_logger = make_logger(options.get("mode", "auto"), options.get("project", "abc_lightning"), loggers[0])
+        if wandb_logger is None:
+            return
+        self.trainer.loggers = [*loggers, wandb_logger]
+        config = self.config[self.config.subcommand].clone()
+        config.pop("wandb", None)
+        wandb_logger.log_hyperparams(_flatten(config.as_dict()))  # the resolved config, inside the W&B run
+
     def before_fit(self) -> None:
         self._check_ckpt("fit", required=False)
         self._claim_version()
+        self._add_wandb()
 
     def before_validate(self) -> None:
         self._check_ckpt("validate", required=False)
         self._claim_version()
+        self._add_wandb()
 
     def before_test(self) -> None:
         self._check_ckpt("test", required=True)
         self._claim_version()
+        self._add_wandb()
 
     def before_predict(self) -> None:
         self._check_ckpt("predict", required=True)
@@ -168,9 +192,24 @@ class ABCLightningCLI(LightningCLI):
         for r in rows:
             mark = "ok" if r["correct"] else f"WRONG (expected {r['expected']})"
             print(f"{r['input']:>{width}} = {r['output']}   {mark}")
-        out = Path(self.trainer.log_dir or ".")
+        out = run_dir(self.trainer)
         out.mkdir(parents=True, exist_ok=True)
         (out / "predictions.json").write_text(json.dumps(rows, indent=2))
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    """Nested config -> ``{"model.d_model": 64, …}`` (lists of classes keep their index)."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, v in enumerate(value):
+                flat.update(_flatten(v, f"{name}.{i}."))
+        else:
+            flat[name] = value
+    return flat
 
 
 USER_ERRORS = (ConfigError, InputError, CheckpointError)

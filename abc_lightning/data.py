@@ -66,21 +66,39 @@ class EpochShuffle(Sampler):
     """A fresh permutation each epoch, a function of (seed, epoch) alone.
 
     Lightning calls ``set_epoch`` at every epoch start (also after a resume), so a run
-    resumed from a checkpoint sees exactly the batches an uninterrupted run would.
+    resumed from a checkpoint sees exactly the batches an uninterrupted run would. Under
+    DDP, rank r of w takes every w-th index of the permutation, after dropping the last
+    ``n mod w`` so that every rank runs the same number of steps.
     """
 
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
+        self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.n
+        return self.n // self.world
 
     def __iter__(self):
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=gen).tolist())
+        perm = torch.randperm(self.n, generator=gen)[: len(self) * self.world]
+        return iter(perm[self.rank :: self.world].tolist())
+
+
+class Shard(Sampler):
+    """Evaluation indices of one rank: rank, rank + w, … in order, without padding, so each
+    sample is decoded on exactly one rank and summed once when metrics are synchronized
+    (Lightning's DistributedSampler would pad with repeated samples)."""
+
+    def __init__(self, n: int, rank: int = 0, world: int = 1) -> None:
+        self.n, self.rank, self.world = n, rank, world
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.n, self.world))
+
+    def __iter__(self):
+        return iter(range(self.rank, self.n, self.world))
 
 
 def _identity(batch):
@@ -221,7 +239,9 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     # ---- loaders ------------------------------------------------------------------
     def _loader(self, ds: EncodedDataset, batch_size: int, shuffle: bool) -> DataLoader:
-        sampler = EpochShuffle(len(ds), self.seed) if shuffle else None
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        sampler = EpochShuffle(len(ds), self.seed, rank, world) if shuffle else Shard(len(ds), rank, world)
         # Its own generator: creating an iterator draws a seed, which must not consume the
         # global random stream (dropout) that checkpoints carry for exact resumes.
         return DataLoader(ds, batch_size=batch_size, sampler=sampler, collate_fn=_identity,

@@ -67,3 +67,8 @@ def bias_heatmaps(bias: torch.Tensor, title: str = "") -> Figure:
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def attention_heatmaps(weights: torch.Tensor, title: str = "") -> Figure:
+    """Per-head heatmaps of attention weights ``(H, q, k)`` (queries down, keys across)."""
+    return bias_heatmaps(weights, title)

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-os.environ.setdefault("WANDB_MODE", "offline")
+os.environ["WANDB_MODE"] = "disabled"  # tests that need W&B turn it on themselves (offline)
 
 
 @pytest.fixture(autouse=True)

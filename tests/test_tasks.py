@@ -109,3 +109,18 @@ def test_unknown_task_and_bad_lengths_are_named():
 def test_malformed_predict_input(task, text):
     with pytest.raises(InputError, match="is not a"):
         get_task(task).parse(text)
+
+
+def test_ddp_shards_cover_every_sample_once_and_train_shards_are_equal():
+    from abc_lightning.data import EpochShuffle, Shard
+
+    shards = [list(Shard(10, rank, 3)) for rank in range(3)]
+    assert sorted(i for s in shards for i in s) == list(range(10))  # no padding, no repeats
+    train = [EpochShuffle(11, seed=0, rank=r, world=2) for r in range(2)]
+    for sampler in train:
+        sampler.set_epoch(4)
+    a, b = (list(s) for s in train)
+    assert len(a) == len(b) == 5 and not set(a) & set(b)
+    single = EpochShuffle(11, seed=0)
+    single.set_epoch(4)
+    assert sorted(a + b) == sorted(list(single)[:10])  # the same permutation, split

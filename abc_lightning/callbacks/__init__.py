@@ -2,6 +2,7 @@
 
 from abc_lightning.callbacks.abc import AttentionBiasCalibration
 from abc_lightning.callbacks.abs import AttentionWindow
+from abc_lightning.callbacks.heatmaps import AttentionHeatmaps
 from abc_lightning.callbacks.training import AccuracyTable, RunInfo, StopOnInterpolation
 
-__all__ = ["AttentionBiasCalibration", "AttentionWindow", "AccuracyTable", "RunInfo", "StopOnInterpolation"]
+__all__ = ["AttentionBiasCalibration", "AttentionHeatmaps", "AttentionWindow", "AccuracyTable", "RunInfo", "StopOnInterpolation"]

@@ -29,6 +29,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from abc_lightning import vocab
 from abc_lightning.biases.abc import CalibratedBias
 from abc_lightning.biases.calibration import DEFAULT_DIRECTIONS, CalibratedLines, calibrate, extend
+from abc_lightning.callbacks.training import run_dir
 from abc_lightning.errors import ConfigError
 
 KINDS = ("cross", "decoder", "encoder")
@@ -164,7 +165,9 @@ class AttentionBiasCalibration(L.Callback):
         self.streak = 0
         if self.phase == "interpolate":
             start = time.perf_counter()
-            self.lines = self.calibrate(trainer, pl_module)
+            # Every rank calibrates from the same S_gen and weights; rank 0's lines are used
+            # everywhere so that GPU non-determinism cannot give ranks different biases.
+            self.lines = trainer.strategy.broadcast(self.calibrate(trainer, pl_module), src=0)
             self.install(pl_module)
             if self.reinitialize:
                 reinitialize(pl_module, trainer, self.seed)
@@ -253,7 +256,7 @@ class AttentionBiasCalibration(L.Callback):
     # ---- artifacts ------------------------------------------------------------------
     @rank_zero_only
     def save_artifacts(self, trainer) -> None:
-        out = Path(trainer.log_dir or ".") / "abc"
+        out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
         (out / "phases.json").write_text(json.dumps({"phase": self.phase, "seconds": self.seconds}, indent=2))
         if not self.lines:

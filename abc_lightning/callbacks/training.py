@@ -12,6 +12,18 @@ from lightning.pytorch.utilities import rank_zero_only
 from abc_lightning.evaluation import rows_from_metrics
 
 
+def run_dir(trainer: L.Trainer) -> Path:
+    """This run's folder, read locally. ``trainer.log_dir`` broadcasts from rank 0, so
+    rank-zero-only code that called it would wait forever for the other ranks under DDP."""
+    loggers = trainer.loggers
+    if loggers:
+        logger = loggers[0]
+        path = getattr(logger, "log_dir", None) if hasattr(logger, "root_dir") else logger.save_dir
+        if path is not None:
+            return Path(path)
+    return Path(trainer.default_root_dir)
+
+
 class StopOnInterpolation(L.Callback):
     """Stop once ``monitor`` (in-distribution accuracy) has reached ``threshold`` on
     ``patience`` consecutive validations. It never looks at extrapolation lengths."""
@@ -64,7 +76,7 @@ class AccuracyTable(L.Callback):
         sizes = {ds.tag: len(ds) for ds in (dm._val if stage == "val" else dm._test)}
         for r in rows:
             r["samples"] = sizes.get(r["length"], "")
-        out = Path(trainer.log_dir or ".")
+        out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         record = {"task": dm.task.name, "stage": stage, "rows": rows,
                   "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
@@ -111,14 +123,14 @@ class RunInfo(L.Callback):
 
         from abc_lightning import __version__
 
-        if trainer.log_dir is None or not trainer.is_global_zero:
+        if not trainer.is_global_zero:
             return
         versions = {"python": platform.python_version(), "torch": torch.__version__, "lightning": L.__version__,
                     "abc_lightning": __version__}
         info = {"stage": stage, "seed": os.environ.get("PL_GLOBAL_SEED"), "command": sys.argv,
                 "git_commit": git_commit(), "versions": versions, "machine": platform.platform(),
                 "deterministic": torch.are_deterministic_algorithms_enabled()}
-        out = Path(trainer.log_dir)
+        out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_info.json").write_text(json.dumps(info, indent=2))
 
