@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -153,6 +154,9 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     common = ["--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.logger.init_args.name", name,
               "--trainer.enable_progress_bar", "false", *cell.overrides, *extra]
     py = [sys.executable, "-m", "abc_lightning"]
+    # A re-run starts from an empty folder: Lightning would otherwise keep the old last.ckpt
+    # and write the new one as last-v1.ckpt, and the test would read the stale one.
+    shutil.rmtree(run_dir / name, ignore_errors=True)
     fit_cmd = [*py, "fit", "--config", config, *common, *cell.init_from(out_dir.parent),
                "--trainer.logger.init_args.version", "fit"]
     fit_s = run(fit_cmd, out_dir / f"{name}.fit.log")
