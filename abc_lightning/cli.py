@@ -18,7 +18,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, RunInfo
-from abc_lightning.callbacks.training import run_dir
+from abc_lightning.callbacks.training import RunConfig, run_dir
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.module import ArithmeticTransformer, check_compatible
@@ -91,6 +91,7 @@ class ABCLightningCLI(LightningCLI):
             ArithmeticDataModule,
             args=args,
             run=run,
+            save_config_callback=RunConfig,  # config.yaml in each run's own folder, whatever the logger
             save_config_kwargs={"overwrite": True},
             # deterministic kernels where torch has them; the data module shards for DDP itself
             trainer_defaults={"deterministic": "warn", "use_distributed_sampler": False},

@@ -124,3 +124,18 @@ def test_runs_started_together_never_share_a_version_folder(monkeypatch):
     cli = ABCLightningCLI(args=["--config", DEBUG], run=False)
     cli._claim_version()
     assert cli.trainer.logger.version == 1 and Path("runs/debug/version_1").is_dir()
+
+
+def test_config_goes_to_each_runs_own_folder_whatever_the_primary_logger(tmp_path):
+    from types import SimpleNamespace
+
+    from abc_lightning.callbacks.training import run_dir
+
+    class WandbLogger:  # stands in for W&B as the primary logger (its save_dir is shared)
+        save_dir = "runs"
+        experiment = SimpleNamespace(dir=str(tmp_path / "wandb" / "run-abc" / "files"))
+
+    assert run_dir(SimpleNamespace(loggers=[WandbLogger()], default_root_dir=".")) == tmp_path / "wandb/run-abc/files"
+    for _ in range(2):  # two CSV runs sharing save_dir and name: two folders, two configs
+        assert run_cli(["fit", "--config", DEBUG, "--trainer.max_epochs=0"]) == 0
+    assert all(Path(f"runs/debug/version_{v}/config.yaml").is_file() for v in (0, 1))

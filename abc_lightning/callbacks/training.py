@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning.evaluation import rows_from_metrics
@@ -18,9 +19,12 @@ def run_dir(trainer: L.Trainer) -> Path:
     loggers = trainer.loggers
     if loggers:
         logger = loggers[0]
-        path = getattr(logger, "log_dir", None) if hasattr(logger, "root_dir") else logger.save_dir
-        if path is not None:
-            return Path(path)
+        if hasattr(logger, "root_dir"):  # CSV, TensorBoard: <save_dir>/<name>/version_N
+            return Path(logger.log_dir)
+        if type(logger).__name__ == "WandbLogger":  # W&B as the primary logger: its run's own folder
+            return Path(logger.experiment.dir)
+        if logger.save_dir is not None:
+            return Path(logger.save_dir)
     return Path(trainer.default_root_dir)
 
 
@@ -139,3 +143,22 @@ class RunInfo(L.Callback):
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._write(trainer, "test")
+
+
+class RunConfig(SaveConfigCallback):
+    """LightningCLI's config saver, writing ``config.yaml`` into the run's own folder.
+
+    Lightning's default writes to ``trainer.log_dir``, which for loggers other than CSV and
+    TensorBoard (W&B, for one) is the shared ``save_dir``: runs that share it overwrite, or
+    refuse, each other's config. Here the file goes to :func:`run_dir`, unique per run.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["save_to_log_dir"] = False
+        super().__init__(*args, **kwargs)
+
+    def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        out = run_dir(trainer)
+        out.mkdir(parents=True, exist_ok=True)
+        self.parser.save(self.config, str(out / self.config_filename), skip_none=False, overwrite=True,
+                         multifile=self.multifile)
