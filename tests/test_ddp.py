@@ -32,3 +32,19 @@ def test_ddp_test_matches_one_process_without_double_counting():
     single = json.loads(Path("runs/debug/version_2/test_accuracy.json").read_text())["rows"]
     assert [r["samples"] for r in ddp] == [101, 101]  # not 102: no padded repeats
     assert ddp == single
+
+
+@pytest.mark.slow
+def test_ddp_fit_gives_the_per_length_accuracy_of_one_process_on_the_same_data():
+    # Rank r takes every 2nd index of the epoch's permutation, so two ranks with batch 32
+    # see, step by step, exactly the 64 samples one process sees; DDP averages the gradients.
+    common = ["--config", DEBUG, "--trainer.enable_progress_bar=false", "--trainer.max_epochs=1",
+              "--trainer.limit_train_batches=20", "--data.val_samples=101", "--data.val_lengths=[6, 20]",
+              "--trainer.num_sanity_val_steps=0"]
+    cli("fit", *common, "--data.batch_size=64")
+    cli("fit", *common, "--data.batch_size=32", "--trainer.strategy=ddp", "--trainer.devices=2",
+        "--trainer.accelerator=cpu")
+    single = json.loads(Path("runs/debug/version_0/val_accuracy.json").read_text())["rows"]
+    ddp = json.loads(Path("runs/debug/version_1/val_accuracy.json").read_text())["rows"]
+    assert [r["samples"] for r in ddp] == [101, 101]
+    assert ddp == single

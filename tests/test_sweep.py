@@ -103,3 +103,10 @@ def test_bad_sweep_files_get_one_line(tmp_path, capsys):
     assert sweep.main([str(tmp_path / "bad.yaml")]) == 2
     assert "use grid or random" in capsys.readouterr().err
     assert sweep.main([str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_a_misspelt_parameter_name_fails_the_parse_check():
+    spec = sweep.load(ROOT / "sweeps" / "abs_parity_grid.yaml")
+    spec["parameters"] = {"trainer.callbacks.init_args.self_widht": {"values": [1]}}  # sic
+    with pytest.raises(SystemExit):
+        ParseOnly(args=cli_args(sweep.command(spec, sweep.expand(spec)[0])))
