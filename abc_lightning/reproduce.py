@@ -266,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         return folder
     if args.jobs > 1:
         RUN_INFO.update(jobs=args.jobs, threads=str(max(1, (os.cpu_count() or 1) // args.jobs)))
+    else:
+        RUN_INFO.update(threads=os.environ.get("OMP_NUM_THREADS", "all"))
 
     def todo(cell: Cell) -> bool:
         wanted = args.only is None or cell.config in args.only or cell.key in args.only
