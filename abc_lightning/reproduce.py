@@ -233,6 +233,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         if "warm_start" in rec:
             w = rec["warm_start"]
             time_note += f"; after {w['train_seconds']:.0f} s ({w['steps']} steps) of {w['cell']}"
+        if "note" in rec:  # a remark recorded by hand, e.g. a test stopped before it ended
+            time_note += f"; note: {rec['note']}"
         lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
     (out / f"{table}.md").write_text(text)
