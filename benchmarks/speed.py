@@ -164,7 +164,8 @@ def training_section(cells: dict[str, str], steps: int = 60) -> list[dict]:
 
 
 def markdown(record: dict) -> str:
-    out = [f"### Speed benchmarks\n\n`python benchmarks/speed.py` on {record['machine']}, {record['date']}.\n"]
+    conditions = f" ({record['note']})" if record.get("note") else ""
+    out = [f"### Speed benchmarks\n\n`python benchmarks/speed.py`{conditions} on {record['machine']}, {record['date']}.\n"]
     if "decode" in record:
         out += ["#### Greedy decoding, addition, NoPE + w=1 (d 64, 4 heads, 1 + 3 layers)\n",
                 "| digits | steps | naive (samples/s) | KV cache (samples/s) | KV cache + band (samples/s) "
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--cells", nargs="*", default=list(ABS_CELLS), choices=list(ABS_CELLS))
     parser.add_argument("--out", default="results/bench_speed")
+    parser.add_argument("--note", default=None, help="conditions of this run, printed with the results")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -205,6 +207,8 @@ def main() -> None:
     out = Path(args.out)
     record = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     record.update(machine=machine(), date=time.strftime("%Y-%m-%d"))
+    if args.note is not None:
+        record["note"] = args.note
     cells = {k: ABS_CELLS[k] for k in args.cells}
     if "decode" in args.only:
         record["decode"] = decode_section()
