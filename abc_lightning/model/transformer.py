@@ -286,9 +286,12 @@ class Seq2SeqTransformer(nn.Module):
         self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
         rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         caches = [{} for _ in self.decoder]
+        spans: list = []
         found: dict[tuple[int, int], tuple] = {}  # layers usually share one bias tensor
-        spans = [found.setdefault((id(sb), id(cb)), (open_span(sb, steps, causal=True), open_span(cb, memory.shape[1])))
-                 if band else None for sb, cb in zip(self_biases, cross_biases)]
+        for sb, cb in zip(self_biases, cross_biases):
+            if band and (id(sb), id(cb)) not in found:
+                found[id(sb), id(cb)] = (open_span(sb, steps, causal=True), open_span(cb, memory.shape[1]))
+            spans.append(found[id(sb), id(cb)] if band else None)
         tokens = []
         for t in range(steps):
             x = self._embed(out[:, -1:], t_pos[t : t + 1])
