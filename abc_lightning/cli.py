@@ -137,7 +137,7 @@ class ABCLightningCLI(LightningCLI):
         each other's files. Creating the folder is atomic: a run that loses the race takes
         the next number. Only global rank 0 claims; other ranks receive its log_dir.
         """
-        if any(int(os.environ.get(var, "0") or 0) != 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")):
+        if not launched_as_rank_zero():
             return
         for logger in self.trainer.loggers:
             if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
@@ -156,8 +156,8 @@ class ABCLightningCLI(LightningCLI):
     def _add_wandb(self) -> None:
         """Add W&B (see :mod:`abc_lightning.wandb_logging`) beside a CSV/TensorBoard logger."""
         loggers = self.trainer.loggers
-        if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
-            return
+        if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) or not launched_as_rank_zero():
+            return  # other ranks log nothing; rank 0's W&B run is the run
         options = self.config[self.config.subcommand].get("wandb") or {}
         wandb_logger = make_logger(options.get("mode", "auto"), options.get("project", "abc_lightning"), loggers[0])
         if wandb_logger is None:
@@ -196,6 +196,11 @@ class ABCLightningCLI(LightningCLI):
         out = run_dir(self.trainer)
         out.mkdir(parents=True, exist_ok=True)
         (out / "predictions.json").write_text(json.dumps(rows, indent=2))
+
+
+def launched_as_rank_zero() -> bool:
+    """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
+    return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
