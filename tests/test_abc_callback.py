@@ -77,3 +77,16 @@ def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
     callback.load_state_dict({"phase": "retrain", "lines": {}})
     callback.on_fit_start(None, cli.model)  # resumed in the retraining phase
     assert all(m.p == 0.25 for m in dropouts)
+
+
+def test_per_layer_biases_are_drawn_layer_by_layer(tmp_path):
+    from abc_lightning.biases.calibration import calibrate
+    from abc_lightning.callbacks.abc import draw_bias_figures
+    from abc_lightning.data import ArithmeticDataModule
+
+    diagonal = torch.eye(10)[None].repeat(2, 1, 1)
+    lines = {"cross": [calibrate(diagonal.clone(), kappa=1.0), calibrate(diagonal.clone(), kappa=1.0)]}
+    written = draw_bias_figures(lines, ArithmeticDataModule(task="successor"), tmp_path)
+    assert sorted(p.name for p in written) == ["cross_bias_layer0.png", "cross_bias_layer0_60.png",
+                                               "cross_bias_layer1.png", "cross_bias_layer1_60.png"]
+    assert all(p.stat().st_size > 1000 for p in written)

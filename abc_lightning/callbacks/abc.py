@@ -264,22 +264,35 @@ class AttentionBiasCalibration(L.Callback):
         tmp = out / "lines.pt.tmp"
         torch.save(self.state_dict()["lines"], tmp)
         tmp.replace(out / "lines.pt")
-        if (out / "cross_bias.png").exists():
-            return
-        from abc_lightning.plotting import bias_heatmaps
+        if not (out / "cross_bias.png").exists() and not (out / "cross_bias_layer0.png").exists():
+            draw_bias_figures(self.lines, trainer.datamodule, out)
 
-        dm = trainer.datamodule
-        for kind, lines in self.lines.items():
-            lines = lines[-1] if isinstance(lines, list) else lines
-            for tag, length in (("train", None), ("60", 60)):
-                q, k = self._size(dm, kind, length, lines)
-                fig = bias_heatmaps(extend(lines, q, k), f"ABC {kind} bias, {dm.task.name}, {q}×{k}")
-                fig.savefig(out / (f"{kind}_bias.png" if tag == "train" else f"{kind}_bias_{tag}.png"), dpi=100)
 
-    @staticmethod
-    def _size(dm, kind: str, length: int | None, lines: CalibratedLines) -> tuple[int, int]:
-        if length is None:
-            return lines.m, lines.n
-        ds = dm.length_set(length, 1, salt=0).data
-        q, s = ds.tgt_in.shape[1], ds.src.shape[1]
-        return {"cross": (q, s), "decoder": (q, q), "encoder": (s, s)}[kind]
+def draw_bias_figures(lines_by_kind: dict, dm, out: Path) -> list[Path]:
+    """Per-head heatmaps of calibrated biases at the training size and at 60 digits:
+    ``<kind>_bias.png`` / ``<kind>_bias_60.png``, or ``<kind>_bias_layer<i>…`` per layer."""
+    import matplotlib.pyplot as plt
+
+    from abc_lightning.plotting import bias_heatmaps
+
+    written = []
+    for kind, entry in lines_by_kind.items():
+        per_layer = isinstance(entry, list)
+        for i, lines in enumerate(entry if per_layer else [entry]):
+            stem = f"{kind}_bias_layer{i}" if per_layer else f"{kind}_bias"
+            for tag, length in (("", None), ("_60", 60)):
+                q, k = _size(dm, kind, length, lines)
+                title = f"ABC {kind} bias{f', layer {i + 1}' if per_layer else ''}, {dm.task.name}, {q}×{k}"
+                fig = bias_heatmaps(extend(lines, q, k), title)
+                fig.savefig(out / f"{stem}{tag}.png", dpi=100)
+                plt.close(fig)
+                written.append(out / f"{stem}{tag}.png")
+    return written
+
+
+def _size(dm, kind: str, length: int | None, lines: CalibratedLines) -> tuple[int, int]:
+    if length is None:
+        return lines.m, lines.n
+    ds = dm.length_set(length, 1, salt=0).data
+    q, s = ds.tgt_in.shape[1], ds.src.shape[1]
+    return {"cross": (q, s), "decoder": (q, q), "encoder": (s, s)}[kind]
