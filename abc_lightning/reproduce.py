@@ -147,29 +147,28 @@ def run(cmd: list[str], log: Path) -> float:
     return time.perf_counter() - start
 
 
+def cell_command(cell: Cell, out_dir: Path, extra: list[str], stage: str, version: str) -> list[str]:
+    """``python -m abc_lightning <stage>`` for a cell, logging to ``<out_dir>/runs/<key>/<version>``."""
+    return [sys.executable, "-m", "abc_lightning", stage, "--config", cell.config,
+            "--trainer.logger.init_args.save_dir", str(out_dir / "runs"), "--trainer.logger.init_args.name", cell.key,
+            "--trainer.enable_progress_bar", "false", *cell.overrides, *extra,
+            "--trainer.logger.init_args.version", version]
+
+
 def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     """fit + test one cell; returns the cell's record."""
-    name, config = cell.key, cell.config
-    run_dir = out_dir / "runs"
-    common = ["--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.logger.init_args.name", name,
-              "--trainer.enable_progress_bar", "false", *cell.overrides, *extra]
-    py = [sys.executable, "-m", "abc_lightning"]
+    name, run_dir = cell.key, out_dir / "runs" / cell.key
     # A re-run starts from an empty folder: Lightning would otherwise keep the old last.ckpt
     # and write the new one as last-v1.ckpt, and the test would read the stale one.
-    shutil.rmtree(run_dir / name, ignore_errors=True)
-    fit_cmd = [*py, "fit", "--config", config, *common, *cell.init_from(out_dir.parent),
-               "--trainer.logger.init_args.version", "fit"]
-    fit_s = run(fit_cmd, out_dir / f"{name}.fit.log")
-    ckpt = run_dir / name / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
-    test_cmd = [*py, "test", "--config", config, *common, "--trainer.logger.init_args.version", "test",
-                "--ckpt_path", str(ckpt)]
-    test_s = run(test_cmd, out_dir / f"{name}.test.log")
-    test = json.loads((run_dir / name / "test" / "test_accuracy.json").read_text())
-    fit_val = json.loads((run_dir / name / "fit" / "val_accuracy.json").read_text())
-    record = {"config": config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
-              "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "rows": test["rows"],
+    shutil.rmtree(run_dir, ignore_errors=True)
+    fit_s = run(cell_command(cell, out_dir, extra, "fit", "fit") + cell.init_from(out_dir.parent),
+                out_dir / f"{name}.fit.log")
+    rows, test_s = test_cell(cell, out_dir, extra, "test")
+    fit_val = json.loads((run_dir / "fit" / "val_accuracy.json").read_text())
+    record = {"config": cell.config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
+              "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "rows": rows,
               "command": cell.command, **RUN_INFO}
-    phases = run_dir / name / "fit" / "abc" / "phases.json"
+    phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
     if cell.warm_start:
@@ -178,25 +177,24 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
         record["warm_start"] = {"cell": cell.warm_start, "train_seconds": source["train_seconds"],
                                 "steps": source["steps"]}
     if cell.curve:
-        record["curve"] = extra_test(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES)
+        record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES)[0]
     if cell.long:
-        record["rows"] += extra_test(cell, out_dir, extra, "long", LONG_LENGTHS, LONG_SAMPLES)
+        record["rows"] += test_cell(cell, out_dir, extra, "long", LONG_LENGTHS, LONG_SAMPLES)[0]
     return record
 
 
-def extra_test(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths: list[int], samples: int) -> list[dict]:
-    """Test the cell's fitted checkpoint on other lengths; returns the accuracy rows."""
-    name, run_dir = cell.key, out_dir / "runs"
-    ckpt = run_dir / name / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
+def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths: list[int] | None = None,
+              samples: int | None = None) -> tuple[list[dict], float]:
+    """Test the cell's fitted checkpoint (on the config's lengths, or on ``lengths``):
+    the accuracy rows and the wall seconds."""
+    ckpt = out_dir / "runs" / cell.key / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
     if not ckpt.exists():
         raise RuntimeError(f"{ckpt} is missing: re-run the cell with --force")
-    cmd = [sys.executable, "-m", "abc_lightning", "test", "--config", cell.config,
-           "--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.logger.init_args.name", name,
-           "--trainer.enable_progress_bar", "false", *cell.overrides, *extra,
-           "--trainer.logger.init_args.version", version, "--ckpt_path", str(ckpt),
-           f"--data.test_lengths={lengths}", f"--data.test_samples={samples}"]
-    run(cmd, out_dir / f"{name}.{version}.log")
-    return json.loads((run_dir / name / version / "test_accuracy.json").read_text())["rows"]
+    cmd = cell_command(cell, out_dir, extra, "test", version) + ["--ckpt_path", str(ckpt)]
+    if lengths is not None:
+        cmd += [f"--data.test_lengths={lengths}", f"--data.test_samples={samples}"]
+    seconds = run(cmd, out_dir / f"{cell.key}.{version}.log")
+    return json.loads((out_dir / "runs" / cell.key / version / "test_accuracy.json").read_text())["rows"], seconds
 
 
 def fmt(x) -> str:
@@ -271,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         RUN_INFO.update(threads=os.environ.get("OMP_NUM_THREADS", "all"))
 
+    def wanted(cell: Cell) -> bool:
+        return args.only is None or cell.config in args.only or cell.key in args.only
+
     def todo(cell: Cell) -> bool:
-        wanted = args.only is None or cell.config in args.only or cell.key in args.only
-        return wanted and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
+        return wanted(cell) and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
 
     def work(cell: Cell) -> None:
         print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
@@ -284,12 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.long_only:
         for cell in cells:
             path = cell_dir(cell) / f"{cell.key}.json"
-            wanted = args.only is None or cell.config in args.only or cell.key in args.only
-            if cell.long and wanted and path.exists():
+            if cell.long and wanted(cell) and path.exists():
                 record = json.loads(path.read_text())
                 if not any(r["length"] in LONG_LENGTHS for r in record["rows"]):
                     print(f"[reproduce] {cell.key}: testing at {LONG_LENGTHS}", flush=True)
-                    record["rows"] += extra_test(cell, cell_dir(cell), extra, "long", LONG_LENGTHS, LONG_SAMPLES)
+                    record["rows"] += test_cell(cell, cell_dir(cell), extra, "long", LONG_LENGTHS, LONG_SAMPLES)[0]
                     path.write_text(json.dumps(record, indent=2))
         args.table_only = True
 

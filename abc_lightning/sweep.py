@@ -153,11 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.parallel > 1:
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.parallel)))
 
+    def finished(params: dict) -> bool:
+        done = root / run_id(params) / "exit_code"
+        return done.exists() and done.read_text().strip() == "0"
+
     def work(params: dict, cmd: list[str]) -> int:
+        if finished(params):
+            return 0
         folder = root / run_id(params)
         done = folder / "exit_code"
-        if done.exists() and done.read_text().strip() == "0":
-            return 0
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "params.json").write_text(json.dumps(params, indent=2))
         (folder / "command.json").write_text(json.dumps(cmd))
@@ -168,12 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[sweep] {run_id(params)} exit {code} in {time.perf_counter() - start:.0f} s: {params}", flush=True)
         return code
 
-    todo = [(p, c) for p, c in zip(combos, commands)]
-    finished = sum((root / run_id(p) / "exit_code").exists() and (root / run_id(p) / "exit_code").read_text().strip() == "0"
-                   for p, _ in todo)
-    print(f"[sweep] {name}: {len(todo)} combinations, {finished} already finished; records in {root}", flush=True)
+    print(f"[sweep] {name}: {len(combos)} combinations, {sum(map(finished, combos))} already finished; "
+          f"records in {root}", flush=True)
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        codes = list(pool.map(lambda pc: work(*pc), todo))
+        codes = list(pool.map(work, combos, commands))
     failed = sum(c != 0 for c in codes)
     print(f"[sweep] {name}: {len(codes) - failed} finished, {failed} failed", flush=True)
     return 1 if failed else 0

@@ -56,8 +56,8 @@ def test_abc_cell_warm_starts_from_its_vanilla_baseline_which_runs_first(tmp_pat
 def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
-    monkeypatch.setattr(reproduce, "extra_test", lambda cell, out, extra, version, lengths, samples: calls.append(
-        (cell.key, version, lengths, samples)) or [{"length": 600, "accuracy": 99.5, "samples": samples}])
+    monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples: calls.append(
+        (cell.key, version, lengths, samples)) or ([{"length": 600, "accuracy": 99.5, "samples": samples}], 1.0))
     cell_dir = tmp_path / "table1"
     cell_dir.mkdir()
     for key in ("abs_parity", "parity_vanilla"):

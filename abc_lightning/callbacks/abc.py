@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from abc_lightning import vocab
 from abc_lightning.biases.abc import CalibratedBias
 from abc_lightning.biases.calibration import DEFAULT_DIRECTIONS, CalibratedLines, calibrate, extend
 from abc_lightning.callbacks.training import run_dir
@@ -35,21 +34,20 @@ from abc_lightning.errors import ConfigError
 KINDS = ("cross", "decoder", "encoder")
 
 
-def average_attention(model, src: torch.Tensor, steps: int, kind: str, layer: int, source: str,
-                      batch_size: int = 256) -> torch.Tensor:
-    """Greedy-decode ``steps`` tokens for ``src``, then average the ``kind`` attention of
-    ``layer`` over the samples, through the model's attention-map API: ``(H, q, k)``."""
-    total, count = None, 0
+def average_attention(model, src: torch.Tensor, steps: int, source: str,
+                      batch_size: int = 256) -> dict[str, list[torch.Tensor]]:
+    """Greedy-decode ``steps`` tokens for ``src`` once, and average the attention of every
+    kind and layer over the samples, through the model's attention-map API:
+    ``{kind: [(H, q, k) per layer]}``."""
+    total: dict[str, list[torch.Tensor]] = {}
+    count = 0
     for start in range(0, src.shape[0], batch_size):
         chunk = src[start : start + batch_size]
-        decoded = model.generate(chunk, steps)
-        dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
-        with torch.no_grad():
-            maps = model(chunk, dec_in, return_attention=True).attention[kind][layer]
-        a = (maps.scores if source == "scores" else maps.weights).sum(0)
-        total = a if total is None else total + a
+        for kind, maps in model.attention_on_own_output(chunk, steps).items():
+            sums = [(m.scores if source == "scores" else m.weights).sum(0) for m in maps]
+            total[kind] = sums if kind not in total else [t + a for t, a in zip(total[kind], sums)]
         count += chunk.shape[0]
-    return total / count
+    return {kind: [t / count for t in layers] for kind, layers in total.items()}
 
 
 def reinitialize(pl_module, trainer, seed: int) -> None:
@@ -208,13 +206,14 @@ class AttentionBiasCalibration(L.Callback):
         was_training = model.training
         model.eval()
         try:
+            averaged = average_attention(model, src, steps, self.source)
             lines = {}
             for kind in self.kinds:
                 n_layers = len(model.encoder) if kind == "encoder" else len(model.decoder)
                 layer_ids = range(n_layers) if self.per_layer else [self.layer]
                 calibrated = []
                 for li in layer_ids:
-                    a_bar = average_attention(model, src, steps, kind, li, self.source).cpu()
+                    a_bar = averaged[kind][li].cpu()
                     # cells the causal mask closes are not attention: they belong to no line
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
                     directions = self.directions if kind == "cross" else self.self_directions

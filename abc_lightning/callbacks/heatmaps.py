@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from abc_lightning import vocab
 from abc_lightning.callbacks.training import run_dir
 from abc_lightning.evaluation import rows_from_metrics
 from abc_lightning.plotting import accuracy_curves, attention_heatmaps, bias_heatmaps
@@ -43,7 +42,7 @@ class AttentionHeatmaps(L.Callback):
         periodic = self.every_n_epochs > 0 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
         if periodic or state != self._seen:
             self.draw(trainer, pl_module, tag=f"epoch{trainer.current_epoch:03d}")
-        self._seen = self._state(trainer, pl_module)
+        self._seen = state
 
     @rank_zero_only
     def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, tag: str) -> list[Path]:
@@ -55,14 +54,13 @@ class AttentionHeatmaps(L.Callback):
             for length in self.lengths:
                 sample = dm.length_set(length, 1, salt=7)
                 src = sample.data.src[:1].long().to(pl_module.device)
-                decoded = model.generate(src, sample.data.tgt_out.shape[1])
-                dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
-                maps = model(src, dec_in, return_attention=True).attention
+                steps = sample.data.tgt_out.shape[1]
+                maps = model.attention_on_own_output(src, steps)
                 for kind in ("decoder", "cross"):
                     name = f"{kind}_attention_L{length}"
                     figures[name] = attention_heatmaps(maps[kind][self.layer].weights[0],
                                                        f"{kind} attention, layer {self.layer}, {length} digits, {tag}")
-                    t_pos = model.position_index(dec_in.shape[1], src.device)
+                    t_pos = model.position_index(steps, src.device)
                     k_pos = t_pos if kind == "decoder" else model.position_index(src.shape[1], src.device)
                     bias = model.attention_bias(kind, t_pos, k_pos, layer=len(model.decoder) - 1)
                     if bias is not None:

@@ -260,6 +260,14 @@ class Seq2SeqTransformer(nn.Module):
         return Seq2SeqOutput(logits, attention)
 
     @torch.no_grad()
+    def attention_on_own_output(self, src: torch.Tensor, steps: int) -> dict[str, list[AttentionMap]]:
+        """Greedy-decode ``steps`` tokens, then re-run teacher-forced on that output and
+        return its attention maps by kind and layer (what ABC calibrates and heatmaps draw)."""
+        decoded = self.generate(src, steps)
+        dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
+        return self(src, dec_in, return_attention=True).attention
+
+    @torch.no_grad()
     def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, band: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
 
@@ -286,27 +294,25 @@ class Seq2SeqTransformer(nn.Module):
         self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
         rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
         caches = [{} for _ in self.decoder]
-        spans: list = []
-        found: dict[tuple[int, int], tuple] = {}  # layers usually share one bias tensor
+        # Key spans per layer (layers usually share one bias tensor); without ``band`` every
+        # span is the whole row, which the layers treat exactly like no span at all.
+        found: dict[tuple[int, int], tuple] = {}
         for sb, cb in zip(self_biases, cross_biases):
-            if band and (id(sb), id(cb)) not in found:
-                found[id(sb), id(cb)] = (open_span(sb, steps, causal=True), open_span(cb, memory.shape[1]))
-            spans.append(found[id(sb), id(cb)] if band else None)
+            if (id(sb), id(cb)) not in found:
+                found[id(sb), id(cb)] = (open_span(sb if band else None, steps, causal=True),
+                                         open_span(cb if band else None, memory.shape[1]))
+        spans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
         tokens = []
         for t in range(steps):
             x = self._embed(out[:, -1:], t_pos[t : t + 1])
-            for i, (layer, cache) in enumerate(zip(self.decoder, caches)):
-                self_bias, cross_bias = self_biases[i], cross_biases[i]
-                if spans[i] is None:
-                    lo, c_lo, c_hi, span = 0, 0, memory.shape[1], None
-                else:
-                    (keep, _), (c_from, c_to) = spans[i]
-                    lo, c_lo, c_hi = int(keep[t]), int(c_from[t]), int(c_to[t])
-                    span = (lo, c_lo, c_hi)
+            for layer, cache, self_bias, cross_bias, ((keep, _), (c_from, c_to)) in zip(
+                self.decoder, caches, self_biases, cross_biases, spans
+            ):
+                lo, c_lo, c_hi = int(keep[t]), int(c_from[t]), int(c_to[t])
                 row_self = None if self_bias is None else self_bias[..., t : t + 1, lo : t + 1]
                 row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, c_lo:c_hi]
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
-                                cache, span)
+                                cache, (lo, c_lo, c_hi))
             out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)
         return torch.cat(tokens, dim=1)
