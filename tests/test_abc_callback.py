@@ -90,3 +90,16 @@ def test_per_layer_biases_are_drawn_layer_by_layer(tmp_path):
     assert sorted(p.name for p in written) == ["cross_bias_layer0.png", "cross_bias_layer0_60.png",
                                                "cross_bias_layer1.png", "cross_bias_layer1_60.png"]
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_bad_options_are_refused_by_name():
+    import pytest
+
+    from abc_lightning.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="lineless"):
+        AttentionBiasCalibration(lineless="closed")
+    with pytest.raises(ConfigError, match="retrain_dropout"):
+        AttentionBiasCalibration(retrain_dropout=1.5)
+    with pytest.raises(ConfigError, match="kinds"):
+        AttentionBiasCalibration(kinds=["crosss"])

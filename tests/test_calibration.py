@@ -63,6 +63,32 @@ def test_two_heads_keep_their_own_patterns_and_a_noise_head_turns_transparent():
     assert torch.equal(bias[2], torch.zeros(10, 40))  # transparent: nothing stood out
 
 
+
+def test_lineless_union_gives_a_noise_head_the_other_heads_lines():
+    m, n = 8, 30
+    a = torch.zeros(3, m, n)
+    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0  # head 0: anti-diagonal
+    a[1, :, 5] = 1.0  # head 1: vertical
+    a[2] = 0.5 + 0.01 * torch.randn(m, n, generator=torch.Generator().manual_seed(0))  # head 2: noise
+    lines = calibrate(a, directions=(-1, 0), kappa=4.5, lineless="union")
+    bias = extend(lines, 10, 40)
+    assert torch.equal(bias[2], torch.maximum(bias[0], bias[1]))  # the union, values included
+    assert opened(bias[2]) == [[int(j == 39 - i or j == 5) for j in range(40)] for i in range(10)]
+    assert opened(bias[0]) == [[int(j == 39 - i) for j in range(40)] for i in range(10)]  # others untouched
+    # the choice travels with the saved lines
+    assert torch.equal(extend(CalibratedLines.from_state(lines.state()), 10, 40), bias)
+
+
+def test_lineless_union_with_no_line_anywhere_stays_transparent():
+    a = 0.5 + 0.01 * torch.randn(2, 8, 30, generator=torch.Generator().manual_seed(1))
+    bias = extend(calibrate(a, directions=(-1, 0), kappa=4.5, lineless="union"), 10, 40)
+    assert torch.equal(bias, torch.zeros(2, 10, 40))
+
+
+def test_lineless_must_be_known():
+    with pytest.raises(ValueError, match="lineless"):
+        calibrate(torch.eye(4)[None], lineless="closed")
+
 def test_all_directions_merge_by_max():
     # anti-diagonal (1.0) plus an "attention sink" column (0.9). Each direction is normalized
     # by its own d_max, so both patterns open at 0; cell (0, 0) lies on the sink column

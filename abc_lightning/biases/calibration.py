@@ -13,7 +13,10 @@ each direction (1, Δ) (Δ = 1 diagonal, Δ = −1 anti-diagonal, Δ = 0 vertica
    "translate N − n + 1 elements"; with 0-based columns a shift of N − n is what makes
    the corners meet, which is the stated intent, and a test locks it in);
 4. **merge**: element-wise max over directions, per head;
-5. **transparent heads**: a head left all −inf becomes all 0.
+5. **transparent heads**: a head left all −inf becomes all 0 (the paper's rule,
+   ``lineless="open"``). ``lineless="union"`` (ours, beyond the paper) gives such a head
+   the union (element-wise max) of the lines the other heads of the same matrix kept, so
+   no head attends freely; a matrix where no head kept a line stays transparent.
 
 Lines are identified by the invariant ``c = j − Δ·i``, so each direction is stored as a
 short vector of line values and any M × N is produced by one gather: no per-element
@@ -55,22 +58,26 @@ class CalibratedLines:
     paper's rule (no shift: column j stays column j). ``"nearest"`` anchors each vertical
     line to the nearer edge of Ā, so a line on the last tokens (the N×1 multiplier, EOS)
     follows the right end of a longer input while SOS-side lines stay on the left.
+
+    ``lineless``: what a head that kept no line gets: ``"open"`` (the paper: transparent,
+    all 0) or ``"union"`` (the lines of the other heads; see the module docstring).
     """
 
     m: int
     n: int
     directions: list[DirectionLines]
     vertical: str = "left"
+    lineless: str = "open"
 
     def state(self) -> dict:
         """Plain tensors and numbers (loadable with ``torch.load(weights_only=True)``)."""
-        return {"m": self.m, "n": self.n, "vertical": self.vertical,
+        return {"m": self.m, "n": self.n, "vertical": self.vertical, "lineless": self.lineless,
                 "directions": [{"delta": d.delta, "c_min": d.c_min, "values": d.values} for d in self.directions]}
 
     @classmethod
     def from_state(cls, state: dict) -> CalibratedLines:
         return cls(state["m"], state["n"], [DirectionLines(d["delta"], d["c_min"], d["values"]) for d in state["directions"]],
-                   state.get("vertical", "left"))
+                   state.get("vertical", "left"), state.get("lineless", "open"))
 
 
 def _shift(delta: int, n: int, N: int) -> int:
@@ -128,7 +135,8 @@ def max_z(n_lines: int) -> float:
 
 def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float | None = 4.5,
               reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None,
-              vertical: Literal["left", "nearest"] = "left") -> CalibratedLines:
+              vertical: Literal["left", "nearest"] = "left",
+              lineless: Literal["open", "union"] = "open") -> CalibratedLines:
     """Per-head average attention ``(H, m, n)`` -> the calibrated lines of every direction."""
     if a_bar.dim() != 3:
         raise ValueError(f"expected averaged attention of shape (heads, m, n), got {tuple(a_bar.shape)}")
@@ -143,11 +151,14 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
         lines.append(DirectionLines(int(delta), c_min, drop_off(values, present, kappa)))
     if vertical not in ("left", "nearest"):
         raise ValueError(f"vertical must be 'left' or 'nearest', got {vertical!r}")
-    return CalibratedLines(m, n, lines, vertical)
+    if lineless not in ("open", "union"):
+        raise ValueError(f"lineless must be 'open' or 'union', got {lineless!r}")
+    return CalibratedLines(m, n, lines, vertical, lineless)
 
 
 def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> torch.Tensor:
-    """The bias ``(H, M, N)``: max over directions of the extended lines; all −inf heads -> 0."""
+    """The bias ``(H, M, N)``: max over directions of the extended lines; a head left all
+    −inf gets the other heads' union (``lines.lineless == "union"``) or, failing that, 0."""
     out = None
     for d in lines.directions:
         if d.delta == 0 and lines.vertical == "nearest":
@@ -161,7 +172,10 @@ def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> 
         out = ext if out is None else torch.maximum(out, ext)
     if transparent:
         closed_head = torch.isinf(out).flatten(1).all(dim=1)
-        out[closed_head] = 0.0
+        if lines.lineless == "union" and not closed_head.all():
+            out[closed_head] = out[~closed_head].amax(dim=0)
+        else:
+            out[closed_head] = 0.0
     return out
 
 

@@ -79,6 +79,10 @@ class AttentionBiasCalibration(L.Callback):
         vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
             (each vertical line follows the nearer edge of the input; see CalibratedLines).
         kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
+        lineless: a head in which no line passed the drop-off is ``open`` (transparent, the
+            paper) or gets the ``union`` of the lines the other heads of that layer and kind
+            kept (beyond the paper: a transparent head attends freely and can learn
+            position-bound attention that does not extrapolate).
         source: ``scores`` (pre-softmax q·kᵀ/√d, the paper's definition) or ``weights``
             (post-softmax, the authors' code).
         reduce: ``mean`` along lines (the paper) or ``sum`` (the authors' code).
@@ -106,6 +110,7 @@ class AttentionBiasCalibration(L.Callback):
         vertical: Literal["left", "nearest"] = "left",
         kappa_cross: float | None = 4.5,
         kappa_self: float | None = 0.87,
+        lineless: Literal["open", "union"] = "open",
         source: Literal["scores", "weights"] = "scores",
         reduce: Literal["mean", "sum"] = "mean",
         per_layer: bool = False,
@@ -124,7 +129,9 @@ class AttentionBiasCalibration(L.Callback):
         self.threshold, self.patience, self.samples, self.layer = threshold, patience, samples, layer
         self.kinds, self.directions = list(kinds), [int(d) for d in directions]
         self.self_directions = self.directions if self_directions is None else [int(d) for d in self_directions]
-        self.retrain_patience, self.vertical = retrain_patience, vertical
+        if lineless not in ("open", "union"):
+            raise ConfigError(f"ABC lineless must be open|union, got {lineless!r}")
+        self.retrain_patience, self.vertical, self.lineless = retrain_patience, vertical, lineless
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
         if retrain_dropout is not None and not 0.0 <= retrain_dropout < 1.0:
@@ -218,7 +225,7 @@ class AttentionBiasCalibration(L.Callback):
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
                     directions = self.directions if kind == "cross" else self.self_directions
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
-                                                self.reduce, valid, self.vertical))
+                                                self.reduce, valid, self.vertical, self.lineless))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
         finally:
             model.train(was_training)
