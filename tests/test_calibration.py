@@ -195,3 +195,72 @@ def test_vertical_lines_keep_their_column_by_default_or_follow_the_nearer_edge()
     assert opened(nearest)[M - 1] == opened(nearest)[0]
     back = CalibratedLines.from_state(calibrate(a, directions=(0,), kappa=2.0, vertical="nearest").state())
     assert torch.equal(extend(back, M, N), nearest[None])
+
+
+def _two_operand_attention(width: int) -> torch.Tensor:
+    """``$ a + b &`` with operands of ``width``; head 0 reads a_i, head 1 reads b_i at output row i."""
+    m, n = width + 1, 2 * width + 3
+    a = torch.zeros(2, m, n)
+    rows = torch.arange(width)
+    a[0, rows, width - rows] = 1.0  # a's least significant digit sits at column `width`
+    a[1, rows, 2 * width + 1 - rows] = 1.0  # b's at column 2·width + 1
+    return a
+
+
+def test_segment_alignment_follows_each_operand_of_a_longer_addition():
+    from abc_lightning.tasks import get_task
+
+    W, W2 = 8, 20
+    a = _two_operand_attention(W)
+    segments = get_task("addition").growing_segments(2 * W + 3)
+    assert segments == [(1, W), (W + 2, W)]
+    lines = calibrate(a, directions=(-1,), kappa=3.0, segments=segments)
+    bias = extend(lines, W2 + 1, 2 * W2 + 3)
+    for i in range(W2):
+        assert opened(bias[0])[i] == [int(j == W2 - i) for j in range(2 * W2 + 3)]  # a_i, at any length
+        assert opened(bias[1])[i] == [int(j == 2 * W2 + 1 - i) for j in range(2 * W2 + 3)]  # b_i
+    # the paper's corner rule moves the first operand's line by both operands' growth: into b
+    corner = extend(calibrate(a, directions=(-1,), kappa=3.0), W2 + 1, 2 * W2 + 3)
+    assert opened(corner[0])[0].index(1) == W + 2 * (W2 - W)
+    # at the calibration size both rules agree, and the choice travels with the saved lines
+    assert torch.equal(extend(lines, W + 1, 2 * W + 3), extend(calibrate(a, directions=(-1,), kappa=3.0), W + 1, 2 * W + 3))
+    assert CalibratedLines.from_state(lines.state()).segments == segments
+
+
+def test_segment_alignment_with_one_operand_is_the_corner_rule_and_moves_vertical_lines():
+    m, n = 8, 20
+    a = torch.zeros(2, m, n)
+    a[0, torch.arange(m), n - 2 - torch.arange(m)] = 1.0  # reads x_i (EOS is the last column)
+    a[1, :, n - 1] = 1.0  # the EOS column
+    segments = [(1, n - 2)]
+    # (sums along lines: a mean would let the one-cell anti-diagonals at the column's foot pass)
+    bias = extend(calibrate(a, directions=(-1, 0), kappa=3.0, reduce="sum", segments=segments), 12, 30)
+    assert torch.equal(bias[0], extend(calibrate(a[:1], directions=(-1,), kappa=3.0, reduce="sum"), 12, 30)[0])
+    assert opened(bias[1]) == [[int(j == 29) for j in range(30)] for _ in range(12)]  # EOS follows the end
+
+
+def test_segment_alignment_refuses_sizes_the_operands_cannot_make():
+    lines = calibrate(_two_operand_attention(8), directions=(-1,), kappa=3.0, segments=[(1, 8), (10, 8)])
+    with pytest.raises(ValueError, match="grew equally"):
+        extend(lines, 12, 2 * 8 + 3 + 3)  # 3 more keys cannot be split over two operands
+    with pytest.raises(ValueError, match="segments"):
+        calibrate(_two_operand_attention(8), segments=[(15, 8)])  # runs past the 19 keys
+
+
+def test_growing_segments_match_the_source_layout():
+    import numpy as np
+
+    from abc_lightning import vocab
+    from abc_lightning.tasks import get_task
+
+    for name, op in (("addition", vocab.PLUS), ("nx1", vocab.TIMES), ("successor", None), ("parity", None)):
+        task = get_task(name)
+        for length in (6, 30):
+            src = task.source(task.sample(np.random.default_rng(0), 3, length))
+            segments = task.growing_segments(src.shape[1])
+            assert src[0, 0] == vocab.SOS and src[0, -1] == vocab.EOS
+            for start, width in segments:  # each segment is digits only, with the padding on its left
+                assert np.all(src[:, start : start + width] < 10)
+            assert segments[0][1] == task.eval_width(length)  # the first operand has the task's width
+            if op is not None:
+                assert src[0, segments[0][0] + segments[0][1]] == op

@@ -18,6 +18,15 @@ each direction (1, Δ) (Δ = 1 diagonal, Δ = −1 anti-diagonal, Δ = 0 vertica
    the union (element-wise max) of the lines the other heads of the same matrix kept, so
    no head attends freely; a matrix where no head kept a line stays transparent.
 
+**Segment alignment** (ours, beyond the paper; ``segments`` given): the corner rule moves
+every anti-diagonal by N − n, which is right for lines that read the last operand, but a
+line that reads the first of two growing operands (addition's ``a`` in ``a+b``) must move
+by that operand's growth only. With ``segments``, the (start, width) of each operand in
+Ā's key layout (each grows on its left, by an equal share of N − n), every line of every
+direction is moved by the growth of the operands that start at or before the key column
+where it crosses row 0. For one growing operand this is the corner rule (vertical lines
+on SOS stay put, the others follow the right end).
+
 Lines are identified by the invariant ``c = j − Δ·i``, so each direction is stored as a
 short vector of line values and any M × N is produced by one gather: no per-element
 Python loops. :class:`CalibratedLines` keeps those vectors; :func:`extend` builds the
@@ -61,6 +70,9 @@ class CalibratedLines:
 
     ``lineless``: what a head that kept no line gets: ``"open"`` (the paper: transparent,
     all 0) or ``"union"`` (the lines of the other heads; see the module docstring).
+
+    ``segments``: ``[(start, width), …]`` of the growing operands in Ā's key layout, for
+    segment alignment (module docstring); None keeps the paper's rule.
     """
 
     m: int
@@ -68,16 +80,29 @@ class CalibratedLines:
     directions: list[DirectionLines]
     vertical: str = "left"
     lineless: str = "open"
+    segments: list[tuple[int, int]] | None = None
 
     def state(self) -> dict:
         """Plain tensors and numbers (loadable with ``torch.load(weights_only=True)``)."""
         return {"m": self.m, "n": self.n, "vertical": self.vertical, "lineless": self.lineless,
+                "segments": None if self.segments is None else [list(s) for s in self.segments],
                 "directions": [{"delta": d.delta, "c_min": d.c_min, "values": d.values} for d in self.directions]}
 
     @classmethod
     def from_state(cls, state: dict) -> CalibratedLines:
+        segments = state.get("segments")
         return cls(state["m"], state["n"], [DirectionLines(d["delta"], d["c_min"], d["values"]) for d in state["directions"]],
-                   state.get("vertical", "left"), state.get("lineless", "open"))
+                   state.get("vertical", "left"), state.get("lineless", "open"),
+                   None if segments is None else [tuple(int(x) for x in seg) for seg in segments])
+
+    def column_shift(self, N: int) -> torch.Tensor:
+        """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment)."""
+        growth, rest = divmod(N - self.n, len(self.segments))
+        if rest or growth < 0:
+            raise ValueError(f"calibrated on {self.n} keys with {len(self.segments)} growing operand(s); "
+                             f"{N} keys cannot be split into operands that each grew equally")
+        starts = torch.tensor([start for start, _ in self.segments])
+        return growth * (torch.arange(self.n)[:, None] >= starts[None, :]).sum(dim=1)
 
 
 def _shift(delta: int, n: int, N: int) -> int:
@@ -136,7 +161,8 @@ def max_z(n_lines: int) -> float:
 def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float | None = 4.5,
               reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None,
               vertical: Literal["left", "nearest"] = "left",
-              lineless: Literal["open", "union"] = "open") -> CalibratedLines:
+              lineless: Literal["open", "union"] = "open",
+              segments: list[tuple[int, int]] | None = None) -> CalibratedLines:
     """Per-head average attention ``(H, m, n)`` -> the calibrated lines of every direction."""
     if a_bar.dim() != 3:
         raise ValueError(f"expected averaged attention of shape (heads, m, n), got {tuple(a_bar.shape)}")
@@ -153,7 +179,9 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
         raise ValueError(f"vertical must be 'left' or 'nearest', got {vertical!r}")
     if lineless not in ("open", "union"):
         raise ValueError(f"lineless must be 'open' or 'union', got {lineless!r}")
-    return CalibratedLines(m, n, lines, vertical, lineless)
+    if segments is not None and (not segments or any(s < 0 or w < 1 or s + w > n for s, w in segments)):
+        raise ValueError(f"segments must be (start, width) spans inside the {n} keys, got {segments}")
+    return CalibratedLines(m, n, lines, vertical, lineless, None if segments is None else list(segments))
 
 
 def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> torch.Tensor:
@@ -161,7 +189,9 @@ def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> 
     −inf gets the other heads' union (``lines.lineless == "union"``) or, failing that, 0."""
     out = None
     for d in lines.directions:
-        if d.delta == 0 and lines.vertical == "nearest":
+        if lines.segments is not None:
+            ext = _extend_by_segments(lines, d, M, N)
+        elif d.delta == 0 and lines.vertical == "nearest":
             ext = _vertical_nearest(d, lines.n, M, N)
         else:
             # Lines were indexed with Ā at columns [0, n); for negative Δ it now sits at [N − n, N).
@@ -177,6 +207,21 @@ def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> 
         else:
             out[closed_head] = 0.0
     return out
+
+
+def _extend_by_segments(lines: CalibratedLines, d: DirectionLines, M: int, N: int) -> torch.Tensor:
+    """One direction extended with segment alignment: line ``c`` (its key column at row 0)
+    moves by the shift of column ``clamp(c, 0, n − 1)``; the map is strictly increasing, so
+    lines stay distinct."""
+    H, C = d.values.shape
+    c = torch.arange(C) + d.c_min
+    target = c + lines.column_shift(N)[c.clamp(0, lines.n - 1)]
+    t_min = int(target.min())
+    values = torch.full((H, int(target.max()) - t_min + 1), NEG_INF)
+    values[:, target - t_min] = d.values
+    ids = line_ids(M, N, d.delta) - t_min
+    valid = (ids >= 0) & (ids < values.shape[1])
+    return values[:, ids.clamp(0, values.shape[1] - 1)].masked_fill(~valid[None], NEG_INF)
 
 
 def _vertical_nearest(d: DirectionLines, n: int, M: int, N: int) -> torch.Tensor:

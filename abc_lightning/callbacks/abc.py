@@ -79,6 +79,11 @@ class AttentionBiasCalibration(L.Callback):
         vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
             (each vertical line follows the nearer edge of the input; see CalibratedLines).
         kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
+        align: how cross-attention lines move to a longer input: ``corner`` (the paper: every
+            anti-diagonal by N − n, top-right corners aligned) or ``segments`` (beyond the
+            paper: each line by the growth of the operands at or before it, so a line that
+            reads addition's first operand follows that operand; see
+            :mod:`abc_lightning.biases.calibration`).
         lineless: a head in which no line passed the drop-off is ``open`` (transparent, the
             paper) or gets the ``union`` of the lines the other heads of that layer and kind
             kept (beyond the paper: a transparent head attends freely and can learn
@@ -110,6 +115,7 @@ class AttentionBiasCalibration(L.Callback):
         vertical: Literal["left", "nearest"] = "left",
         kappa_cross: float | None = 4.5,
         kappa_self: float | None = 0.87,
+        align: Literal["corner", "segments"] = "corner",
         lineless: Literal["open", "union"] = "open",
         source: Literal["scores", "weights"] = "scores",
         reduce: Literal["mean", "sum"] = "mean",
@@ -131,7 +137,9 @@ class AttentionBiasCalibration(L.Callback):
         self.self_directions = self.directions if self_directions is None else [int(d) for d in self_directions]
         if lineless not in ("open", "union"):
             raise ConfigError(f"ABC lineless must be open|union, got {lineless!r}")
-        self.retrain_patience, self.vertical, self.lineless = retrain_patience, vertical, lineless
+        if align not in ("corner", "segments"):
+            raise ConfigError(f"ABC align must be corner|segments, got {align!r}")
+        self.retrain_patience, self.vertical, self.lineless, self.align = retrain_patience, vertical, lineless, align
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
         if retrain_dropout is not None and not 0.0 <= retrain_dropout < 1.0:
@@ -224,8 +232,10 @@ class AttentionBiasCalibration(L.Callback):
                     # cells the causal mask closes are not attention: they belong to no line
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
                     directions = self.directions if kind == "cross" else self.self_directions
+                    segments = (dm.task.growing_segments(src.shape[1], dm.aligned)
+                                if kind == "cross" and self.align == "segments" else None)
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
-                                                self.reduce, valid, self.vertical, self.lineless))
+                                                self.reduce, valid, self.vertical, self.lineless, segments))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
         finally:
             model.train(was_training)

@@ -53,6 +53,25 @@ def attend(
     return weights @ v, (AttentionMap(scores=scores.detach(), weights=weights.detach()) if need_map else None)
 
 
+
+def attend_in_blocks(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+    key_from: list[int], key_to: list[int], block: int,
+) -> torch.Tensor:
+    """:func:`attend` for a bias that closes everything outside a band, in linear time.
+
+    Queries go in blocks of ``block`` rows; block ``r`` attends only to keys
+    ``[key_from[r], key_to[r])``, the keys its rows leave open (see
+    ``transformer.block_spans``). Closed keys get zero weight in :func:`attend` anyway, so
+    the result is the same up to float rounding; the cost is ``q × (block + band)``
+    instead of ``q × k``.
+    """
+    outs = []
+    for r, (kf, kt) in enumerate(zip(key_from, key_to)):
+        rows = slice(r * block, (r + 1) * block)
+        outs.append(attend(q[..., rows, :], k[..., kf:kt, :], v[..., kf:kt, :], bias[..., rows, kf:kt])[0])
+    return torch.cat(outs, dim=-2)
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention over ``x_q (b q d_model)`` and ``x_kv (b k d_model)``."""
 
@@ -78,19 +97,24 @@ class MultiHeadAttention(nn.Module):
 
     def attend_to(
         self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-        bias: torch.Tensor | None, rotary=None, need_map: bool = False,
+        bias: torch.Tensor | None, rotary=None, need_map: bool = False, blocks=None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
-        """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``."""
+        """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``.
+
+        ``blocks = (key_from, key_to, block)`` takes :func:`attend_in_blocks` (no map)."""
         q = self.split(self.q_proj(x_q))
         if rotary is not None:
             q = rotary.rotate(q, q_pos)
-        out, amap = attend(q, k, v, bias, need_map)
+        if blocks is not None and not need_map:
+            out, amap = attend_in_blocks(q, k, v, bias, *blocks), None
+        else:
+            out, amap = attend(q, k, v, bias, need_map)
         b, h, n, d = out.shape
         return self.dropout(self.out_proj(out.transpose(1, 2).reshape(b, n, h * d))), amap
 
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, bias: torch.Tensor | None,
-        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False,
+        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False, blocks=None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         k, v = self.keys_values(x_kv, k_pos, rotary)
-        return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map)
+        return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map, blocks)

@@ -67,6 +67,25 @@ def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> t
     return first, last
 
 
+
+ENCODER_BLOCK = 64  # query rows per block when the encoder attends in blocks
+
+
+def block_spans(bias: torch.Tensor | None, n_keys: int, block: int = ENCODER_BLOCK):
+    """``(key_from, key_to, block)`` for :func:`~.attention.attend_in_blocks`, or None.
+
+    Each block of ``block`` query rows gets the union of its rows' open key spans. None
+    when there is no bias or the blocks would together still touch more than half of the
+    ``q × k`` cells (then one dense call is faster).
+    """
+    if bias is None or bias.shape[-2] < 2 * block:
+        return None
+    first, last = open_span(bias, n_keys)
+    key_from = [int(first[r : r + block].min()) for r in range(0, len(first), block)]
+    key_to = [int(last[r : r + block].max()) for r in range(0, len(last), block)]
+    touched = sum((t - f) * min(block, len(first) - i * block) for i, (f, t) in enumerate(zip(key_from, key_to)))
+    return (key_from, key_to, block) if touched <= len(first) * n_keys // 2 else None
+
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
         super().__init__(nn.Linear(d_model, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d_model))
@@ -82,9 +101,9 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, bias, pos, rotary, need_map):
+    def forward(self, x, bias, pos, rotary, need_map, blocks=None):
         h = self.norm1(x)
-        h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map)
+        h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map, blocks)
         x = x + h
         return x + self.drop(self.ff(self.norm2(x))), amap
 
@@ -201,6 +220,18 @@ class Seq2SeqTransformer(nn.Module):
             return [self.attention_bias(kind, q_pos, k_pos, layer=i) for i in range(n_layers)]
         return [self.attention_bias(kind, q_pos, k_pos)] * n_layers
 
+    def _block_spans(self, bias: torch.Tensor | None, n_keys: int):
+        """:func:`block_spans`, remembered per bias tensor (bias sources cache theirs per size)."""
+        if bias is None:
+            return None
+        cache = self.__dict__.setdefault("_spans", {})
+        hit = cache.get(id(bias))
+        if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
+            if len(cache) > 8:
+                cache.clear()
+            hit = cache[id(bias)] = (bias, block_spans(bias, n_keys))
+        return hit[1]
+
     # ---- forward --------------------------------------------------------------------
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.embedding(tokens)
@@ -229,7 +260,9 @@ class Seq2SeqTransformer(nn.Module):
         biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self._rotary("encoder")
         maps = []
         for layer, bias in zip(self.encoder, biases):
-            x, amap = layer(x, bias, pos, rotary, need_map)
+            # a banded encoder (ABS encoder_width) is evaluated block by block: linear in length
+            blocks = None if need_map or self.training else self._block_spans(bias, src.shape[1])
+            x, amap = layer(x, bias, pos, rotary, need_map, blocks)
             maps.append(amap)
         return self.encoder_norm(x), maps
 

@@ -140,6 +140,19 @@ class Task(ABC):
                 body = np.concatenate([a, op, b], axis=1)
         return np.concatenate([sos, body, eos], axis=1)
 
+    def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
+        """``(start, width)`` of each source span that grows (on its left) with the length.
+
+        ABC's segment alignment moves calibrated lines by these spans' growth. Natural form:
+        ``$ a + b &`` has two; a unary task or N×1 (whose multiplier is one digit) has one.
+        """
+        if self.arity == 1:
+            return [(1, src_width - 2)]
+        if aligned:
+            return [(2, src_width - 3)]  # $ op, then the interleaved pairs
+        width = (src_width - 3) // 2
+        return [(1, width), (width + 2, width)]
+
     def digit_stride(self, aligned: bool) -> int | None:
         """Source tokens per output digit position, or None where the input is not aligned."""
         if self.arity == 1:

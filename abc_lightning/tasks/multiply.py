@@ -38,5 +38,9 @@ class MultiplyBySingleDigit(Task):
         a, b = operands
         return add_columns(a, 0, scale=b)
 
+    def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
+        # the multiplier is one digit at every length: only the multiplicand grows
+        return [(2, src_width - 3)] if aligned else [(1, src_width - 4)]
+
     def example_input(self) -> str:
         return "1234*7"
