@@ -137,22 +137,25 @@ def test_band_decoding_keeps_a_cache_of_constant_size():
 
 
 @pytest.mark.parametrize("positional", [Sinusoidal(), NoPE()])
-def test_banded_encoder_runs_in_blocks_and_matches_dense_attention(positional):
-    from abc_lightning.model.transformer import ENCODER_BLOCK, block_spans
+def test_banded_encoder_reads_only_its_band_and_matches_dense_attention(positional):
+    from abc_lightning.model.transformer import band_of
 
     m = tiny(positional=positional, position_index=CyclicIndex(3))
     m.install_bias("abs_window", WindowBias(self_width=1, cross_width=1, encoder_width=2))
-    src, _ = batch(b=4, s=5 * ENCODER_BLOCK + 7)  # a ragged last block
-    bias = m.attention_bias("encoder", torch.arange(src.shape[1]), torch.arange(src.shape[1]))
-    key_from, key_to, _ = block_spans(bias, src.shape[1])
-    assert key_from[1:3] == [ENCODER_BLOCK - 2, 2 * ENCODER_BLOCK - 2]  # block r: rows ± the band
-    assert key_to[1] == 2 * ENCODER_BLOCK + 2 and key_to[-1] == src.shape[1]
+    src, _ = batch(b=4, s=150)
+    pos = torch.arange(src.shape[1])
+    band_bias, first_offset = band_of(m.attention_bias("encoder", pos, pos), src.shape[1])
+    assert first_offset == -2 and band_bias.shape[-1] == 5  # keys i − 2 … i + 2
+    assert torch.isinf(band_bias[..., 0, :2]).all() and torch.isinf(band_bias[..., -1, 3:]).all()  # past the ends
     blocked = m.encode(src)[0]
     dense = m.encode(src, need_map=True)[0]  # maps need every cell: the dense path
     assert torch.allclose(blocked, dense, atol=1e-5)
-    # an open encoder, or a band too wide to pay off, stays dense
-    assert block_spans(None, 100) is None
-    assert block_spans(torch.zeros(1, 4 * ENCODER_BLOCK, 4 * ENCODER_BLOCK), 4 * ENCODER_BLOCK) is None
+    assert torch.equal(m.generate(src, 30), m.generate(src, 30, use_cache=False))
+    # an open encoder, or a band as wide as half the keys, stays dense
+    assert band_of(None, 100) is None
+    assert band_of(torch.zeros(1, 100, 100), 100) is None
+    assert band_of(WindowBias(1, 1, encoder_width=9)("encoder", 100, 100, torch.device("cpu")), 100) is None  # 19 wide
+
 
 @pytest.mark.parametrize("kwargs,match", [(dict(d_model=30, heads=4), "must divide"),
                                           (dict(decoder_layers=0), "decoder_layers must be >= 1"),

@@ -54,23 +54,30 @@ def attend(
 
 
 
-def attend_in_blocks(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-    key_from: list[int], key_to: list[int], block: int,
+def attend_banded(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, band_bias: torch.Tensor, first_offset: int,
 ) -> torch.Tensor:
-    """:func:`attend` for a bias that closes everything outside a band, in linear time.
+    """:func:`attend` for self-attention whose bias closes everything outside a band, in
+    linear time.
 
-    Queries go in blocks of ``block`` rows; block ``r`` attends only to keys
-    ``[key_from[r], key_to[r])``, the keys its rows leave open (see
-    ``transformer.block_spans``). Closed keys get zero weight in :func:`attend` anyway, so
-    the result is the same up to float rounding; the cost is ``q × (block + band)``
-    instead of ``q × k``.
+    Query ``i`` sees keys ``i + first_offset + o`` for ``o < width``; ``band_bias (h|1, q,
+    width)`` is the bias of exactly those cells (−inf past either end; see
+    ``transformer.band_of``). The keys are read as ``width`` shifted slices of the padded
+    keys, so the cost is ``q × width`` instead of ``q × k``. Closed keys get zero weight in
+    :func:`attend`, so the result is the same up to float rounding.
     """
-    outs = []
-    for r, (kf, kt) in enumerate(zip(key_from, key_to)):
-        rows = slice(r * block, (r + 1) * block)
-        outs.append(attend(q[..., rows, :], k[..., kf:kt, :], v[..., kf:kt, :], bias[..., rows, kf:kt])[0])
-    return torch.cat(outs, dim=-2)
+    n, width = q.shape[-2], band_bias.shape[-1]
+    pad = (0, 0, max(-first_offset, 0), max(first_offset + width - 1, 0))
+    k_pad, v_pad = F.pad(k, pad), F.pad(v, pad)
+    base = first_offset + pad[2]  # where query 0's first key sits in the padded keys
+    scale = 1 / math.sqrt(q.shape[-1])
+    scores = torch.stack([(q * k_pad[..., base + o : base + o + n, :]).sum(-1) for o in range(width)], dim=-1)
+    weights = torch.softmax(scores * scale + band_bias, dim=-1)
+    out = weights[..., 0:1] * v_pad[..., base : base + n, :]
+    for o in range(1, width):
+        out = out + weights[..., o : o + 1] * v_pad[..., base + o : base + o + n, :]
+    return out
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention over ``x_q (b q d_model)`` and ``x_kv (b k d_model)``."""
@@ -97,16 +104,16 @@ class MultiHeadAttention(nn.Module):
 
     def attend_to(
         self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-        bias: torch.Tensor | None, rotary=None, need_map: bool = False, blocks=None,
+        bias: torch.Tensor | None, rotary=None, need_map: bool = False, band=None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``.
 
-        ``blocks = (key_from, key_to, block)`` takes :func:`attend_in_blocks` (no map)."""
+        ``band = (band_bias, first_offset)`` takes :func:`attend_banded` (and returns no map)."""
         q = self.split(self.q_proj(x_q))
         if rotary is not None:
             q = rotary.rotate(q, q_pos)
-        if blocks is not None and not need_map:
-            out, amap = attend_in_blocks(q, k, v, bias, *blocks), None
+        if band is not None and not need_map:
+            out, amap = attend_banded(q, k, v, *band), None
         else:
             out, amap = attend(q, k, v, bias, need_map)
         b, h, n, d = out.shape
@@ -114,7 +121,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, bias: torch.Tensor | None,
-        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False, blocks=None,
+        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False, band=None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         k, v = self.keys_values(x_kv, k_pos, rotary)
-        return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map, blocks)
+        return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map, band)

@@ -68,23 +68,30 @@ def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> t
 
 
 
-ENCODER_BLOCK = 64  # query rows per block when the encoder attends in blocks
+ENCODE_TOKENS = 16384  # source tokens per encoder pass in generate()
 
 
-def block_spans(bias: torch.Tensor | None, n_keys: int, block: int = ENCODER_BLOCK):
-    """``(key_from, key_to, block)`` for :func:`~.attention.attend_in_blocks`, or None.
+def band_of(bias: torch.Tensor | None, n_keys: int, max_width: int = 16):
+    """``(band_bias (h|1, q, width), first_offset)`` for :func:`~.attention.attend_banded`, or None.
 
-    Each block of ``block`` query rows gets the union of its rows' open key spans. None
-    when there is no bias or the blocks would together still touch more than half of the
-    ``q × k`` cells (then one dense call is faster).
+    Every query row ``i`` of a square self-attention bias leaves open only keys
+    ``i + first_offset … i + first_offset + width − 1``; ``band_bias`` holds the bias of
+    those cells (−inf where they fall outside the sequence). None when there is no bias or
+    the band is wider than ``max_width`` (then one dense call is as fast).
     """
-    if bias is None or bias.shape[-2] < 2 * block:
+    if bias is None or bias.shape[-2] != n_keys:
         return None
     first, last = open_span(bias, n_keys)
-    key_from = [int(first[r : r + block].min()) for r in range(0, len(first), block)]
-    key_to = [int(last[r : r + block].max()) for r in range(0, len(last), block)]
-    touched = sum((t - f) * min(block, len(first) - i * block) for i, (f, t) in enumerate(zip(key_from, key_to)))
-    return (key_from, key_to, block) if touched <= len(first) * n_keys // 2 else None
+    rows = torch.arange(n_keys)
+    lo, hi = int((first - rows).min()), int((last - 1 - rows).max())
+    width = hi - lo + 1
+    if width > max_width or 2 * width > n_keys:
+        return None
+    cols = rows[:, None] + lo + torch.arange(width)[None, :]  # (q, width)
+    inside = ((cols >= 0) & (cols < n_keys)).to(bias.device)
+    band = bias[..., rows[:, None].to(bias.device), cols.clamp(0, n_keys - 1).to(bias.device)]
+    return band.masked_fill(~inside, float("-inf")), lo
+
 
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
@@ -101,9 +108,9 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, bias, pos, rotary, need_map, blocks=None):
+    def forward(self, x, bias, pos, rotary, need_map, band=None):
         h = self.norm1(x)
-        h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map, blocks)
+        h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map, band)
         x = x + h
         return x + self.drop(self.ff(self.norm2(x))), amap
 
@@ -220,8 +227,8 @@ class Seq2SeqTransformer(nn.Module):
             return [self.attention_bias(kind, q_pos, k_pos, layer=i) for i in range(n_layers)]
         return [self.attention_bias(kind, q_pos, k_pos)] * n_layers
 
-    def _block_spans(self, bias: torch.Tensor | None, n_keys: int):
-        """:func:`block_spans`, remembered per bias tensor (bias sources cache theirs per size)."""
+    def _band(self, bias: torch.Tensor | None, n_keys: int):
+        """:func:`band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
         if bias is None:
             return None
         cache = self.__dict__.setdefault("_spans", {})
@@ -229,7 +236,7 @@ class Seq2SeqTransformer(nn.Module):
         if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
             if len(cache) > 8:
                 cache.clear()
-            hit = cache[id(bias)] = (bias, block_spans(bias, n_keys))
+            hit = cache[id(bias)] = (bias, band_of(bias, n_keys))
         return hit[1]
 
     # ---- forward --------------------------------------------------------------------
@@ -260,9 +267,9 @@ class Seq2SeqTransformer(nn.Module):
         biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self._rotary("encoder")
         maps = []
         for layer, bias in zip(self.encoder, biases):
-            # a banded encoder (ABS encoder_width) is evaluated block by block: linear in length
-            blocks = None if need_map or self.training else self._block_spans(bias, src.shape[1])
-            x, amap = layer(x, bias, pos, rotary, need_map, blocks)
+            # a banded encoder (ABS encoder_width) reads only its band: linear in length
+            band = None if need_map or self.training else self._band(bias, src.shape[1])
+            x, amap = layer(x, bias, pos, rotary, need_map, band)
             maps.append(amap)
         return self.encoder_norm(x), maps
 
@@ -314,7 +321,10 @@ class Seq2SeqTransformer(nn.Module):
         window or a calibrated ABC bias the per-step cost and the cache size no longer grow
         with the length; under an open bias (ALiBi, T5, none) nothing is skipped.
         """
-        memory, _ = self.encode(src)
+        # the encoder runs in chunks of about ENCODE_TOKENS source tokens: on CPU, one pass
+        # over a whole long batch spilled out of cache and cost 5x more per sample
+        chunk = max(1, ENCODE_TOKENS // max(src.shape[1], 1))
+        memory = torch.cat([self.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
         out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
         t_pos = self.position_index(steps, src.device)
         if not use_cache:
