@@ -77,6 +77,12 @@ TABLE1 = [
     # Supplementary: the CPU configs use dropout 0; the paper's 0.3 matters for sinusoidal cells.
     Cell("successor", "+ w=1, dropout 0.3 (paper's)", "configs/table1/successor_w1.yaml", 100.0,
          ("--model.dropout=0.3",), "successor_w1_dropout03"),
+] + [
+    # Supplementary, not in the paper: + T=3 with the encoder windowed too (w=1 each side),
+    # which makes evaluation linear in the length (README, "Speed").
+    Cell(task, "+ T=3, encoder window w=1 (ours)", f"configs/abs_{task}.yaml", None,
+         ("--trainer.callbacks.init_args.encoder_width=1",), f"{task}_T3_encoder_w1")
+    for task in ("successor", "addition", "parity", "nx1")
 ]
 TABLE1 = [cell._replace(long=cell.label not in ("Vanilla", "Vanilla + scratchpad", "Transformer (classification)"),
                         home="table1") for cell in TABLE1]

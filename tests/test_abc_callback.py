@@ -103,3 +103,21 @@ def test_bad_options_are_refused_by_name():
         AttentionBiasCalibration(retrain_dropout=1.5)
     with pytest.raises(ConfigError, match="kinds"):
         AttentionBiasCalibration(kinds=["crosss"])
+
+
+def test_retrain_positional_none_switches_positions_off_after_calibration_and_on_test():
+    from abc_lightning.model import Sinusoidal
+
+    cli = ABCLightningCLI(args=["--config", DEBUG, "--model.positional=Sinusoidal"], run=False)
+    model = cli.model.model
+    assert isinstance(model.positional, Sinusoidal)
+    callback = AttentionBiasCalibration(samples=8, retrain_positional="none")
+    callback.on_fit_start(None, cli.model)  # interpolating: positions on
+    assert model.use_positional
+    src = torch.randint(0, 10, (2, 12))
+    with_positions = model.encode(src)[0]
+    callback.load_state_dict({"phase": "done", "lines": {}})
+    callback.on_test_start(None, cli.model)  # a finished run is tested as it was retrained
+    assert not model.use_positional
+    assert model._rotary("decoder") is None and model.attention_bias("encoder", torch.arange(12), torch.arange(12)) is None
+    assert not torch.allclose(model.encode(src)[0], with_positions)  # the sinusoids are no longer added

@@ -75,6 +75,10 @@ class AttentionBiasCalibration(L.Callback):
             An anti-diagonal in self-attention ties step i to step c − i, which no recurrence
             uses; with the lenient κ_self such lines pass on short matrices and, extended,
             open cells far from the diagonal.
+        encoder_directions: directions for encoder self-attention when ``kinds`` includes
+            ``encoder`` (None: ``self_directions``). ``[1]`` keeps only diagonals, i.e.
+            relative offsets: a vertical line there is a fixed input column, which a longer
+            input fills with a different token.
         retrain_patience: consecutive validations at ``threshold`` that end the retraining.
         vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
             (each vertical line follows the nearer edge of the input; see CalibratedLines).
@@ -99,6 +103,11 @@ class AttentionBiasCalibration(L.Callback):
         retrain_dropout: dropout probability for the retraining phase (None keeps the
             model's). Lets a dropout-free interpolating model (or one warm-started with
             ``--model.init_from``) hand over to a retraining with the paper's dropout.
+        retrain_positional: ``keep`` the model's positional scheme while retraining (the
+            paper), or ``none``: after calibration the model ignores it (no absolute
+            positions, no positional bias), so the calibrated bias is the only positional
+            signal. Beyond the paper; in the training data every operand digit sits at the
+            same absolute position, which a model with absolute positions can rely on.
         seed: seeds the choice of S_gen.
     """
 
@@ -111,6 +120,7 @@ class AttentionBiasCalibration(L.Callback):
         kinds: list[str] = ["cross", "decoder"],  # noqa: B006
         directions: list[int] = list(DEFAULT_DIRECTIONS),  # noqa: B006
         self_directions: list[int] | None = None,
+        encoder_directions: list[int] | None = None,
         retrain_patience: int = 3,
         vertical: Literal["left", "nearest"] = "left",
         kappa_cross: float | None = 4.5,
@@ -123,6 +133,7 @@ class AttentionBiasCalibration(L.Callback):
         soft: bool = False,
         reinitialize: bool = False,
         retrain_dropout: float | None = None,
+        retrain_positional: Literal["keep", "none"] = "keep",
         seed: int = 0,
     ) -> None:
         bad = [k for k in kinds if k not in KINDS]
@@ -135,6 +146,8 @@ class AttentionBiasCalibration(L.Callback):
         self.threshold, self.patience, self.samples, self.layer = threshold, patience, samples, layer
         self.kinds, self.directions = list(kinds), [int(d) for d in directions]
         self.self_directions = self.directions if self_directions is None else [int(d) for d in self_directions]
+        self.encoder_directions = (self.self_directions if encoder_directions is None
+                                   else [int(d) for d in encoder_directions])
         if lineless not in ("open", "union"):
             raise ConfigError(f"ABC lineless must be open|union, got {lineless!r}")
         if align not in ("corner", "segments"):
@@ -144,7 +157,9 @@ class AttentionBiasCalibration(L.Callback):
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
         if retrain_dropout is not None and not 0.0 <= retrain_dropout < 1.0:
             raise ConfigError(f"ABC retrain_dropout must be in [0, 1), got {retrain_dropout}")
-        self.reinitialize, self.retrain_dropout = reinitialize, retrain_dropout
+        if retrain_positional not in ("keep", "none"):
+            raise ConfigError(f"ABC retrain_positional must be keep|none, got {retrain_positional!r}")
+        self.reinitialize, self.retrain_dropout, self.retrain_positional = reinitialize, retrain_dropout, retrain_positional
         self.phase = "interpolate"
         self.streak = 0
         self.lines: dict[str, CalibratedLines | list[CalibratedLines]] = {}
@@ -158,6 +173,12 @@ class AttentionBiasCalibration(L.Callback):
             self.install(pl_module)
         if self.phase != "interpolate":
             self.set_dropout(pl_module)
+            self.set_positional(pl_module)
+
+    def set_positional(self, pl_module) -> None:
+        """Apply ``retrain_positional`` (the retraining phase and after)."""
+        if self.retrain_positional == "none":
+            pl_module.model.use_positional = False
 
     def set_dropout(self, pl_module) -> None:
         """Apply ``retrain_dropout`` to every dropout module (the retraining phase)."""
@@ -185,6 +206,7 @@ class AttentionBiasCalibration(L.Callback):
             if self.reinitialize:
                 reinitialize(pl_module, trainer, self.seed)
             self.set_dropout(pl_module)
+            self.set_positional(pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase = "retrain"
             self._mark = time.perf_counter()
@@ -231,7 +253,8 @@ class AttentionBiasCalibration(L.Callback):
                     a_bar = averaged[kind][li].cpu()
                     # cells the causal mask closes are not attention: they belong to no line
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
-                    directions = self.directions if kind == "cross" else self.self_directions
+                    directions = {"cross": self.directions, "decoder": self.self_directions,
+                                  "encoder": self.encoder_directions}[kind]
                     segments = (dm.task.growing_segments(src.shape[1], dm.aligned)
                                 if kind == "cross" and self.align == "segments" else None)
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
@@ -249,6 +272,8 @@ class AttentionBiasCalibration(L.Callback):
     def _reinstall(self, trainer, pl_module) -> None:
         if self.lines and "abc" not in pl_module.model.bias_sources:
             self.install(pl_module)
+        if self.phase != "interpolate":
+            self.set_positional(pl_module)
 
     on_test_start = on_predict_start = on_validation_start = _reinstall
 

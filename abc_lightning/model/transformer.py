@@ -198,6 +198,9 @@ class Seq2SeqTransformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size)
         self.drop = nn.Dropout(dropout)
         self.bias_sources = nn.ModuleDict()
+        # False: the positional scheme is ignored everywhere (ABC's retrain_positional="none");
+        # a run-time switch, set by the callback that owns the decision, not saved weights
+        self.use_positional = True
 
     # ---- biases ---------------------------------------------------------------------
     def install_bias(self, name: str, source: nn.Module) -> None:
@@ -216,7 +219,7 @@ class Seq2SeqTransformer(nn.Module):
         q, k, device = len(q_pos), len(k_pos), q_pos.device
         return sum_biases(
             causal_mask(q, device) if kind == "decoder" else None,
-            self.positional.score_bias(kind, q_pos, k_pos),
+            self.positional.score_bias(kind, q_pos, k_pos) if self.use_positional else None,
             *(source(kind, q, k, device, layer=layer) if getattr(source, "per_layer", False)
               else source(kind, q, k, device) for source in self.bias_sources.values()),
         )
@@ -242,17 +245,21 @@ class Seq2SeqTransformer(nn.Module):
     # ---- forward --------------------------------------------------------------------
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.embedding(tokens)
-        absolute = self.positional.embed(positions)
+        absolute = self.positional.embed(positions) if self.use_positional else None
         return self.drop(x if absolute is None else x + absolute)
 
     def _rotary(self, kind: str) -> PositionalScheme | None:
         """The scheme when it rotates queries and keys (RoPE-like) in this kind, else None."""
+        if not self.use_positional:
+            return None
         scheme = self.positional
         rotates = type(scheme).rotate is not PositionalScheme.rotate
         return scheme if rotates and scheme.applies(kind) else None
 
     def check_length(self, n_tokens: int) -> None:
         """Raise ConfigError if sequences of ``n_tokens`` exceed what the positions can encode."""
+        if not self.use_positional:
+            return
         limit = self.positional.max_positions()
         largest = int(self.position_index(n_tokens).max()) if n_tokens else 0
         if limit is not None and largest >= limit:
