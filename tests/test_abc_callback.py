@@ -121,3 +121,35 @@ def test_retrain_positional_none_switches_positions_off_after_calibration_and_on
     assert not model.use_positional
     assert model._rotary("decoder") is None and model.attention_bias("encoder", torch.arange(12), torch.arange(12)) is None
     assert not torch.allclose(model.encode(src)[0], with_positions)  # the sinusoids are no longer added
+
+
+def test_beyond_the_paper_options_reach_the_saved_lines_and_the_tested_model():
+    options = ('{"threshold": 0.0, "patience": 1, "samples": 16, "kappa_cross": 1.0, "per_layer": true,'
+               ' "align": "segments", "lineless": "union", "encoder_diagonal": true, "retrain_positional": "none"}')
+    callbacks = ('[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}},'
+                 ' {"class_path": "abc_lightning.callbacks.AttentionBiasCalibration", "init_args": ' + options + '}]')
+    args = ["--config", DEBUG, f"--trainer.callbacks={callbacks}", *FAST, "--data.task=addition"]
+    assert run_cli(["fit", *args, "--trainer.max_epochs=3"]) == 0
+    run = Path("runs/debug/version_0")
+    lines = torch.load(run / "abc" / "lines.pt", weights_only=True)
+    cross = [CalibratedLines.from_state(s) for s in lines["cross"]]
+    assert all(c.segments == [(1, 8), (10, 8)] and c.lineless == "union" for c in cross)  # "$ a + b &", width 8
+    encoder = CalibratedLines.from_state(lines["encoder"])
+    bias = load_calibrated_bias(run / "abc" / "lines.pt")("encoder", 7, 7, torch.device("cpu"))
+    assert encoder.n == 1 and torch.equal(torch.isfinite(bias[0]), torch.eye(7, dtype=torch.bool))
+    cli = ABCLightningCLI(args=args, run=False)
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=str(run / "checkpoints" / "last.ckpt"))
+    assert not cli.model.model.use_positional and "abc" in cli.model.model.bias_sources
+
+
+def test_encoder_diagonal_and_encoder_calibration_exclude_each_other():
+    import pytest
+
+    from abc_lightning.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="encoder_diagonal"):
+        AttentionBiasCalibration(kinds=["cross", "encoder"], encoder_diagonal=True)
+    with pytest.raises(ConfigError, match="retrain_positional"):
+        AttentionBiasCalibration(retrain_positional="off")
+    with pytest.raises(ConfigError, match="align"):
+        AttentionBiasCalibration(align="left")

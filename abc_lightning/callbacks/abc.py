@@ -27,7 +27,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning.biases.abc import CalibratedBias
-from abc_lightning.biases.calibration import DEFAULT_DIRECTIONS, CalibratedLines, calibrate, extend
+from abc_lightning.biases.calibration import DEFAULT_DIRECTIONS, CalibratedLines, DirectionLines, calibrate, extend
 from abc_lightning.callbacks.training import run_dir
 from abc_lightning.errors import ConfigError
 
@@ -103,6 +103,11 @@ class AttentionBiasCalibration(L.Callback):
         retrain_dropout: dropout probability for the retraining phase (None keeps the
             model's). Lets a dropout-free interpolating model (or one warm-started with
             ``--model.init_from``) hand over to a retraining with the paper's dropout.
+        encoder_diagonal: while retraining, each encoder token attends only to itself (a
+            calibrated-lines bias with the main diagonal alone), so the encoder is
+            position-wise and the decoder reads operands only through the calibrated
+            cross-attention lines. Beyond the paper: an open encoder mixes the whole input,
+            and lines calibrated from it tie operands at the training distance.
         retrain_positional: ``keep`` the model's positional scheme while retraining (the
             paper), or ``none``: after calibration the model ignores it (no absolute
             positions, no positional bias), so the calibrated bias is the only positional
@@ -134,6 +139,7 @@ class AttentionBiasCalibration(L.Callback):
         reinitialize: bool = False,
         retrain_dropout: float | None = None,
         retrain_positional: Literal["keep", "none"] = "keep",
+        encoder_diagonal: bool = False,
         seed: int = 0,
     ) -> None:
         bad = [k for k in kinds if k not in KINDS]
@@ -160,6 +166,9 @@ class AttentionBiasCalibration(L.Callback):
         if retrain_positional not in ("keep", "none"):
             raise ConfigError(f"ABC retrain_positional must be keep|none, got {retrain_positional!r}")
         self.reinitialize, self.retrain_dropout, self.retrain_positional = reinitialize, retrain_dropout, retrain_positional
+        if encoder_diagonal and "encoder" in kinds:
+            raise ConfigError("ABC encoder_diagonal replaces the encoder's calibration; drop 'encoder' from kinds")
+        self.encoder_diagonal = encoder_diagonal
         self.phase = "interpolate"
         self.streak = 0
         self.lines: dict[str, CalibratedLines | list[CalibratedLines]] = {}
@@ -260,6 +269,9 @@ class AttentionBiasCalibration(L.Callback):
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
                                                 self.reduce, valid, self.vertical, self.lineless, segments))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
+            if self.encoder_diagonal:
+                heads = model.heads
+                lines["encoder"] = CalibratedLines(1, 1, [DirectionLines(1, 0, torch.zeros(heads, 1))])
         finally:
             model.train(was_training)
         return lines
