@@ -264,3 +264,21 @@ def test_growing_segments_match_the_source_layout():
             assert segments[0][1] == task.eval_width(length)  # the first operand has the task's width
             if op is not None:
                 assert src[0, segments[0][0] + segments[0][1]] == op
+
+
+def test_square_segment_alignment_keeps_encoder_lines_between_operands():
+    # encoder self-attention on "$ a + b &" (width 8): each digit of b attends to the digit
+    # of a with the same place value, 9 columns to its left at this width
+    W, W2 = 8, 11
+    a = torch.zeros(1, 2 * W + 3, 2 * W + 3)
+    a[0, W + 2 + torch.arange(W), 1 + torch.arange(W)] = 1.0
+    lines = calibrate(a, directions=(1,), kappa=3.0, reduce="sum", segments=[(1, W), (W + 2, W)], square=True)
+    N = 2 * W2 + 3
+    bias = extend(lines, N, N)[0]
+    for k in range(W2):  # b_k attends to a_k, now W2 + 1 columns to its left
+        assert opened(bias)[W2 + 2 + k] == [int(j == 1 + k) for j in range(N)]
+    assert torch.equal(extend(lines, 2 * W + 3, 2 * W + 3), extend(calibrate(a, directions=(1,), kappa=3.0, reduce="sum"),
+                                                                    2 * W + 3, 2 * W + 3))  # unchanged at its own size
+    assert CalibratedLines.from_state(lines.state()).square
+    with pytest.raises(ValueError, match="square"):
+        extend(lines, N - 2, N)

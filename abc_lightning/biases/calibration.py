@@ -72,7 +72,10 @@ class CalibratedLines:
     all 0) or ``"union"`` (the lines of the other heads; see the module docstring).
 
     ``segments``: ``[(start, width), …]`` of the growing operands in Ā's key layout, for
-    segment alignment (module docstring); None keeps the paper's rule.
+    segment alignment (module docstring); None keeps the paper's rule. ``square``: the
+    queries are the same sequence as the keys (encoder self-attention), so rows are
+    aligned by segment too: a line tying operand b to operand a at the training distance
+    ties them at the distance of the longer input.
     """
 
     m: int
@@ -81,11 +84,12 @@ class CalibratedLines:
     vertical: str = "left"
     lineless: str = "open"
     segments: list[tuple[int, int]] | None = None
+    square: bool = False
 
     def state(self) -> dict:
         """Plain tensors and numbers (loadable with ``torch.load(weights_only=True)``)."""
         return {"m": self.m, "n": self.n, "vertical": self.vertical, "lineless": self.lineless,
-                "segments": None if self.segments is None else [list(s) for s in self.segments],
+                "segments": None if self.segments is None else [list(s) for s in self.segments], "square": self.square,
                 "directions": [{"delta": d.delta, "c_min": d.c_min, "values": d.values} for d in self.directions]}
 
     @classmethod
@@ -93,7 +97,8 @@ class CalibratedLines:
         segments = state.get("segments")
         return cls(state["m"], state["n"], [DirectionLines(d["delta"], d["c_min"], d["values"]) for d in state["directions"]],
                    state.get("vertical", "left"), state.get("lineless", "open"),
-                   None if segments is None else [tuple(int(x) for x in seg) for seg in segments])
+                   None if segments is None else [tuple(int(x) for x in seg) for seg in segments],
+                   bool(state.get("square", False)))
 
     def column_shift(self, N: int) -> torch.Tensor:
         """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment)."""
@@ -103,6 +108,14 @@ class CalibratedLines:
                              f"{N} keys cannot be split into operands that each grew equally")
         starts = torch.tensor([start for start, _ in self.segments])
         return growth * (torch.arange(self.n)[:, None] >= starts[None, :]).sum(dim=1)
+
+    def target_shift(self, N: int) -> torch.Tensor:
+        """``(N,)``: how far each column of an N-key target sits right of the Ā column it
+        corresponds to (columns of an operand's new leading digits correspond to columns
+        left of that operand in Ā)."""
+        growth = int(self.column_shift(N)[-1]) // len(self.segments)
+        starts = torch.tensor([start + k * growth for k, (start, _) in enumerate(self.segments)])
+        return growth * (torch.arange(N)[:, None] >= starts[None, :]).sum(dim=1)
 
 
 def _shift(delta: int, n: int, N: int) -> int:
@@ -162,7 +175,7 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
               reduce: Literal["mean", "sum"] = "mean", valid: torch.Tensor | None = None,
               vertical: Literal["left", "nearest"] = "left",
               lineless: Literal["open", "union"] = "open",
-              segments: list[tuple[int, int]] | None = None) -> CalibratedLines:
+              segments: list[tuple[int, int]] | None = None, square: bool = False) -> CalibratedLines:
     """Per-head average attention ``(H, m, n)`` -> the calibrated lines of every direction."""
     if a_bar.dim() != 3:
         raise ValueError(f"expected averaged attention of shape (heads, m, n), got {tuple(a_bar.shape)}")
@@ -181,7 +194,9 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
         raise ValueError(f"lineless must be 'open' or 'union', got {lineless!r}")
     if segments is not None and (not segments or any(s < 0 or w < 1 or s + w > n for s, w in segments)):
         raise ValueError(f"segments must be (start, width) spans inside the {n} keys, got {segments}")
-    return CalibratedLines(m, n, lines, vertical, lineless, None if segments is None else list(segments))
+    if square and m != n:
+        raise ValueError(f"square (self-attention) lines need m == n, got {m}×{n}")
+    return CalibratedLines(m, n, lines, vertical, lineless, None if segments is None else list(segments), square)
 
 
 def extend(lines: CalibratedLines, M: int, N: int, transparent: bool = True) -> torch.Tensor:
@@ -214,6 +229,23 @@ def _extend_by_segments(lines: CalibratedLines, d: DirectionLines, M: int, N: in
     moves by the shift of column ``clamp(c, 0, n − 1)``; the map is strictly increasing, so
     lines stay distinct."""
     H, C = d.values.shape
+    if lines.square:
+        # Map every target cell back into Ā's coordinates, rows and columns alike. An
+        # operand's new leading digits map to columns left of where it starts in Ā, which
+        # other tokens hold there; so a cell also needs the pair (row region, column region)
+        # to be one that the line crossed in Ā (regions: each operand, each fixed token).
+        if M != N:
+            raise ValueError(f"square (self-attention) lines extend to square targets, got {M}×{N}")
+        back = torch.arange(N) - lines.target_shift(N)
+        ids = back[None, :] - d.delta * back[:, None] - d.c_min
+        valid = (ids >= 0) & (ids < C)
+        region, target_region = _regions(lines, lines.n), _regions(lines, N)
+        R = int(max(region.max(), target_region.max())) + 1
+        crossed = torch.zeros(C, R, R, dtype=torch.bool)
+        own = line_ids(lines.n, lines.n, d.delta) - d.c_min
+        crossed[own, region[:, None].expand_as(own), region[None, :].expand_as(own)] = True
+        valid &= crossed[ids.clamp(0, C - 1), target_region[:, None], target_region[None, :]]
+        return d.values[:, ids.clamp(0, C - 1)].masked_fill(~valid[None], NEG_INF)
     c = torch.arange(C) + d.c_min
     target = c + lines.column_shift(N)[c.clamp(0, lines.n - 1)]
     t_min = int(target.min())
@@ -222,6 +254,18 @@ def _extend_by_segments(lines: CalibratedLines, d: DirectionLines, M: int, N: in
     ids = line_ids(M, N, d.delta) - t_min
     valid = (ids >= 0) & (ids < values.shape[1])
     return values[:, ids.clamp(0, values.shape[1] - 1)].masked_fill(~valid[None], NEG_INF)
+
+
+def _regions(lines: CalibratedLines, N: int) -> torch.Tensor:
+    """``(N,)`` region of each of N keys: 2k + 1 inside operand k, 2k between operands
+    (the fixed tokens before operand k, numbered in order), for a layout grown from Ā's."""
+    growth = (N - lines.n) // len(lines.segments)
+    region = torch.zeros(N, dtype=torch.long)
+    for k, (start, width) in enumerate(lines.segments):
+        first = start + k * growth
+        region[first:] = 2 * k + 1
+        region[first + width + growth :] = 2 * k + 2
+    return region
 
 
 def _vertical_nearest(d: DirectionLines, n: int, M: int, N: int) -> torch.Tensor:

@@ -264,10 +264,13 @@ class AttentionBiasCalibration(L.Callback):
                     valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
                     directions = {"cross": self.directions, "decoder": self.self_directions,
                                   "encoder": self.encoder_directions}[kind]
+                    # segment alignment concerns input positions: cross-attention keys, and
+                    # both axes of encoder self-attention
                     segments = (dm.task.growing_segments(src.shape[1], dm.aligned)
-                                if kind == "cross" and self.align == "segments" else None)
+                                if kind != "decoder" and self.align == "segments" else None)
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
-                                                self.reduce, valid, self.vertical, self.lineless, segments))
+                                                self.reduce, valid, self.vertical, self.lineless, segments,
+                                                square=kind == "encoder" and segments is not None))
                 lines[kind] = calibrated if self.per_layer else calibrated[0]
             if self.encoder_diagonal:
                 heads = model.heads
