@@ -153,3 +153,5 @@ def test_encoder_diagonal_and_encoder_calibration_exclude_each_other():
         AttentionBiasCalibration(retrain_positional="off")
     with pytest.raises(ConfigError, match="align"):
         AttentionBiasCalibration(align="left")
+    with pytest.raises(ConfigError, match="encoder_align"):
+        AttentionBiasCalibration(encoder_align="square")

@@ -88,6 +88,9 @@ class AttentionBiasCalibration(L.Callback):
             paper: each line by the growth of the operands at or before it, so a line that
             reads addition's first operand follows that operand; see
             :mod:`abc_lightning.biases.calibration`).
+        encoder_align: with ``align: segments`` and ``encoder`` in ``kinds``: encoder lines
+            keep their relative offsets at any length (``relative``), or are aligned by
+            operand in rows and columns (``segments``; see CalibratedLines.square).
         lineless: a head in which no line passed the drop-off is ``open`` (transparent, the
             paper) or gets the ``union`` of the lines the other heads of that layer and kind
             kept (beyond the paper: a transparent head attends freely and can learn
@@ -131,6 +134,7 @@ class AttentionBiasCalibration(L.Callback):
         kappa_cross: float | None = 4.5,
         kappa_self: float | None = 0.87,
         align: Literal["corner", "segments"] = "corner",
+        encoder_align: Literal["relative", "segments"] = "relative",
         lineless: Literal["open", "union"] = "open",
         source: Literal["scores", "weights"] = "scores",
         reduce: Literal["mean", "sum"] = "mean",
@@ -158,7 +162,10 @@ class AttentionBiasCalibration(L.Callback):
             raise ConfigError(f"ABC lineless must be open|union, got {lineless!r}")
         if align not in ("corner", "segments"):
             raise ConfigError(f"ABC align must be corner|segments, got {align!r}")
+        if encoder_align not in ("relative", "segments"):
+            raise ConfigError(f"ABC encoder_align must be relative|segments, got {encoder_align!r}")
         self.retrain_patience, self.vertical, self.lineless, self.align = retrain_patience, vertical, lineless, align
+        self.encoder_align = encoder_align
         self.kappa = {"cross": kappa_cross, "decoder": kappa_self, "encoder": kappa_self}
         self.source, self.reduce, self.per_layer, self.soft, self.seed = source, reduce, per_layer, soft, seed
         if retrain_dropout is not None and not 0.0 <= retrain_dropout < 1.0:
@@ -265,9 +272,10 @@ class AttentionBiasCalibration(L.Callback):
                     directions = {"cross": self.directions, "decoder": self.self_directions,
                                   "encoder": self.encoder_directions}[kind]
                     # segment alignment concerns input positions: cross-attention keys, and
-                    # both axes of encoder self-attention
+                    # (encoder_align: segments) both axes of encoder self-attention
+                    aligned = kind == "cross" or (kind == "encoder" and self.encoder_align == "segments")
                     segments = (dm.task.growing_segments(src.shape[1], dm.aligned)
-                                if kind != "decoder" and self.align == "segments" else None)
+                                if aligned and self.align == "segments" else None)
                     calibrated.append(calibrate(a_bar, directions, None if self.soft else self.kappa[kind],
                                                 self.reduce, valid, self.vertical, self.lineless, segments,
                                                 square=kind == "encoder" and segments is not None))
