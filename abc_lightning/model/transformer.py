@@ -315,6 +315,13 @@ class Seq2SeqTransformer(nn.Module):
         return self(src, dec_in, return_attention=True).attention
 
     @torch.no_grad()
+    def encode_in_chunks(self, src: torch.Tensor) -> torch.Tensor:
+        """:meth:`encode` (memory only) in chunks of about ``ENCODE_TOKENS`` source tokens: on
+        CPU, one pass over a whole batch of long inputs spilled out of cache and cost 5x more
+        per sample."""
+        chunk = max(1, ENCODE_TOKENS // max(src.shape[1], 1))
+        return torch.cat([self.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
+
     def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, band: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
 
@@ -328,10 +335,7 @@ class Seq2SeqTransformer(nn.Module):
         window or a calibrated ABC bias the per-step cost and the cache size no longer grow
         with the length; under an open bias (ALiBi, T5, none) nothing is skipped.
         """
-        # the encoder runs in chunks of about ENCODE_TOKENS source tokens: on CPU, one pass
-        # over a whole long batch spilled out of cache and cost 5x more per sample
-        chunk = max(1, ENCODE_TOKENS // max(src.shape[1], 1))
-        memory = torch.cat([self.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
+        memory = self.encode_in_chunks(src)
         out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
         t_pos = self.position_index(steps, src.device)
         if not use_cache:
