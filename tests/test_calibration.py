@@ -51,25 +51,26 @@ def test_vertical_stripe_extends_down_its_column():
     assert torch.equal(bias, expected)
 
 
-def test_two_heads_keep_their_own_patterns_and_a_noise_head_turns_transparent():
+def _two_patterns_and_noise() -> torch.Tensor:
+    """(3, 8, 30): head 0 an anti-diagonal, head 1 a vertical stripe, head 2 noise."""
     m, n = 8, 30
     a = torch.zeros(3, m, n)
     a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0  # head 0: anti-diagonal
     a[1, :, 5] = 1.0  # head 1: vertical
     a[2] = 0.5 + 0.01 * torch.randn(m, n, generator=torch.Generator().manual_seed(0))  # head 2: noise
+    return a
+
+
+def test_two_heads_keep_their_own_patterns_and_a_noise_head_turns_transparent():
+    a = _two_patterns_and_noise()
     bias = extend(calibrate(a, directions=(-1, 0), kappa=4.5), 10, 40)
     assert opened(bias[0]) == [[int(j == 39 - i) for j in range(40)] for i in range(10)]
     assert opened(bias[1]) == [[int(j == 5) for j in range(40)] for _ in range(10)]
     assert torch.equal(bias[2], torch.zeros(10, 40))  # transparent: nothing stood out
 
 
-
 def test_lineless_union_gives_a_noise_head_the_other_heads_lines():
-    m, n = 8, 30
-    a = torch.zeros(3, m, n)
-    a[0, torch.arange(m), n - 1 - torch.arange(m)] = 1.0  # head 0: anti-diagonal
-    a[1, :, 5] = 1.0  # head 1: vertical
-    a[2] = 0.5 + 0.01 * torch.randn(m, n, generator=torch.Generator().manual_seed(0))  # head 2: noise
+    a = _two_patterns_and_noise()
     lines = calibrate(a, directions=(-1, 0), kappa=4.5, lineless="union")
     bias = extend(lines, 10, 40)
     assert torch.equal(bias[2], torch.maximum(bias[0], bias[1]))  # the union, values included

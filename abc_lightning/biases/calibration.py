@@ -100,20 +100,24 @@ class CalibratedLines:
                    None if segments is None else [tuple(int(x) for x in seg) for seg in segments],
                    bool(state.get("square", False)))
 
-    def column_shift(self, N: int) -> torch.Tensor:
-        """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment)."""
+    def growth(self, N: int) -> int:
+        """Columns each operand gains in a target of N keys (segment alignment)."""
         growth, rest = divmod(N - self.n, len(self.segments))
         if rest or growth < 0:
             raise ValueError(f"calibrated on {self.n} keys with {len(self.segments)} growing operand(s); "
                              f"{N} keys cannot be split into operands that each grew equally")
+        return growth
+
+    def column_shift(self, N: int) -> torch.Tensor:
+        """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment)."""
         starts = torch.tensor([start for start, _ in self.segments])
-        return growth * (torch.arange(self.n)[:, None] >= starts[None, :]).sum(dim=1)
+        return self.growth(N) * (torch.arange(self.n)[:, None] >= starts[None, :]).sum(dim=1)
 
     def target_shift(self, N: int) -> torch.Tensor:
         """``(N,)``: how far each column of an N-key target sits right of the Ā column it
         corresponds to (columns of an operand's new leading digits correspond to columns
         left of that operand in Ā)."""
-        growth = int(self.column_shift(N)[-1]) // len(self.segments)
+        growth = self.growth(N)
         starts = torch.tensor([start + k * growth for k, (start, _) in enumerate(self.segments)])
         return growth * (torch.arange(N)[:, None] >= starts[None, :]).sum(dim=1)
 
@@ -259,7 +263,7 @@ def _extend_by_segments(lines: CalibratedLines, d: DirectionLines, M: int, N: in
 def _regions(lines: CalibratedLines, N: int) -> torch.Tensor:
     """``(N,)`` region of each of N keys: 2k + 1 inside operand k, 2k between operands
     (the fixed tokens before operand k, numbered in order), for a layout grown from Ā's."""
-    growth = (N - lines.n) // len(lines.segments)
+    growth = lines.growth(N)
     region = torch.zeros(N, dtype=torch.long)
     for k, (start, width) in enumerate(lines.segments):
         first = start + k * growth

@@ -53,7 +53,6 @@ def attend(
     return weights @ v, (AttentionMap(scores=scores.detach(), weights=weights.detach()) if need_map else None)
 
 
-
 def attend_banded(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, band_bias: torch.Tensor, first_offset: int,
 ) -> torch.Tensor:

@@ -67,7 +67,6 @@ def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> t
     return first, last
 
 
-
 ENCODE_TOKENS = 16384  # source tokens per encoder pass in generate()
 
 
