@@ -240,6 +240,26 @@ def test_segment_alignment_with_one_operand_is_the_corner_rule_and_moves_vertica
     assert opened(bias[1]) == [[int(j == 29) for j in range(30)] for _ in range(12)]  # EOS follows the end
 
 
+def test_segment_alignment_with_nearest_keeps_vertical_lines_on_leading_zeros():
+    # addition's first layer: every row reads b's first column (a leading zero at the
+    # training width) and a's last. Place value moves both with their operand's right end;
+    # "nearest" keeps a column of an operand's left half on that operand's start.
+    W, W2 = 8, 20
+    a = torch.zeros(1, W + 1, 2 * W + 3)
+    a[0, :, W + 2] = 1.0  # b's first column
+    a[0, :, W] = 1.0  # a's last column
+    segments = [(1, W), (W + 2, W)]
+    N = 2 * W2 + 3
+    place = extend(calibrate(a, directions=(0,), kappa=2.0, reduce="sum", segments=segments), W2 + 1, N)[0]
+    assert opened(place)[0] == [int(j in (W2, W2 + 2 + W2 - W)) for j in range(N)]
+    near = calibrate(a, directions=(0,), kappa=2.0, reduce="sum", segments=segments, vertical="nearest")
+    bias = extend(near, W2 + 1, N)[0]
+    assert opened(bias) == [[int(j in (W2, W2 + 2)) for j in range(N)]] * (W2 + 1)
+    assert torch.equal(extend(CalibratedLines.from_state(near.state()), W2 + 1, N)[0], bias)
+    assert torch.equal(extend(near, W + 1, 2 * W + 3), extend(calibrate(a, directions=(0,), kappa=2.0, reduce="sum"),
+                                                           W + 1, 2 * W + 3))  # unchanged at its own size
+
+
 def test_segment_alignment_refuses_sizes_the_operands_cannot_make():
     lines = calibrate(_two_operand_attention(8), directions=(-1,), kappa=3.0, segments=[(1, 8), (10, 8)])
     with pytest.raises(ValueError, match="grew equally"):

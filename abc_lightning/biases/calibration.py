@@ -66,7 +66,10 @@ class CalibratedLines:
     ``vertical``: how vertical lines (Δ = 0) are placed in a wider target. ``"left"`` is the
     paper's rule (no shift: column j stays column j). ``"nearest"`` anchors each vertical
     line to the nearer edge of Ā, so a line on the last tokens (the N×1 multiplier, EOS)
-    follows the right end of a longer input while SOS-side lines stay on the left.
+    follows the right end of a longer input while SOS-side lines stay on the left. With
+    ``segments``, ``"nearest"`` works per operand: a vertical line in an operand's left half
+    follows that operand's start (a leading zero stays a leading zero), one in its right half
+    keeps its place value, as every line does under segment alignment.
 
     ``lineless``: what a head that kept no line gets: ``"open"`` (the paper: transparent,
     all 0) or ``"union"`` (the lines of the other heads; see the module docstring).
@@ -108,10 +111,20 @@ class CalibratedLines:
                              f"{N} keys cannot be split into operands that each grew equally")
         return growth
 
-    def column_shift(self, N: int) -> torch.Tensor:
-        """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment)."""
-        starts = torch.tensor([start for start, _ in self.segments])
-        return self.growth(N) * (torch.arange(self.n)[:, None] >= starts[None, :]).sum(dim=1)
+    def column_shift(self, N: int, nearest: bool = False) -> torch.Tensor:
+        """``(n,)``: where each key column of Ā moves in a target of N keys (segment alignment).
+
+        A column moves by the growth of the operands that start at or before it (it keeps its
+        place value). ``nearest``: a column in the left half of an operand follows that
+        operand's start instead (its most significant end), as a vertical line on a leading
+        zero must to stay on a leading zero."""
+        j = torch.arange(self.n)[:, None]
+        starts = torch.tensor([start for start, _ in self.segments])[None, :]
+        moved = j >= starts
+        if nearest:
+            widths = torch.tensor([width for _, width in self.segments])[None, :]
+            moved &= ~(2 * (j - starts) < widths)
+        return self.growth(N) * moved.sum(dim=1)
 
     def target_shift(self, N: int) -> torch.Tensor:
         """``(N,)``: how far each column of an N-key target sits right of the Ā column it
@@ -251,7 +264,8 @@ def _extend_by_segments(lines: CalibratedLines, d: DirectionLines, M: int, N: in
         valid &= crossed[ids.clamp(0, C - 1), target_region[:, None], target_region[None, :]]
         return d.values[:, ids.clamp(0, C - 1)].masked_fill(~valid[None], NEG_INF)
     c = torch.arange(C) + d.c_min
-    target = c + lines.column_shift(N)[c.clamp(0, lines.n - 1)]
+    shift = lines.column_shift(N, nearest=d.delta == 0 and lines.vertical == "nearest")
+    target = c + shift[c.clamp(0, lines.n - 1)]
     t_min = int(target.min())
     values = torch.full((H, int(target.max()) - t_min + 1), NEG_INF)
     values[:, target - t_min] = d.values

@@ -81,7 +81,8 @@ class AttentionBiasCalibration(L.Callback):
             input fills with a different token.
         retrain_patience: consecutive validations at ``threshold`` that end the retraining.
         vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
-            (each vertical line follows the nearer edge of the input; see CalibratedLines).
+            (each vertical line follows the nearer edge of the input, or with ``align:
+            segments`` the nearer edge of its operand; see CalibratedLines).
         kappa_cross, kappa_self: drop-off factors κ (paper: 4.5 and 0.87); None keeps every line.
         align: how cross-attention lines move to a longer input: ``corner`` (the paper: every
             anti-diagonal by N − n, top-right corners aligned) or ``segments`` (beyond the
