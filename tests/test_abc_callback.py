@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import lightning as L
 import torch
 
 from abc_lightning.biases.abc import CalibratedBias, load_calibrated_bias
@@ -155,3 +156,33 @@ def test_encoder_diagonal_and_encoder_calibration_exclude_each_other():
         AttentionBiasCalibration(align="left")
     with pytest.raises(ConfigError, match="encoder_align"):
         AttentionBiasCalibration(encoder_align="square")
+
+
+def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_path):
+    import pytest
+
+    from abc_lightning.errors import ConfigError
+
+    abc = ABC.replace('"kappa_cross": 1.0', '"kappa_cross": 1.0, "retrain_lr": 0.004, "anneal": 0.25, "retrain_patience": 1')
+    cli = ABCLightningCLI(args=["--config", DEBUG, f"--trainer.callbacks={abc}", "--trainer.max_epochs=2", *FAST,
+                                f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false", "--wandb.mode=disabled",
+                                "--model.lr=0.001"], run=False)
+    rates = []
+
+    class Watch(L.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            rates.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    cli.trainer.callbacks.append(Watch())
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    callback = next(c for c in cli.trainer.callbacks if isinstance(c, AttentionBiasCalibration))
+    # epoch 0 interpolates at the model's rate; its validation calibrates (retrain_lr), and
+    # the next one, at the threshold, anneals before the patience is counted
+    assert rates == [pytest.approx(0.001), pytest.approx(0.004)]
+    assert callback.annealed and callback.phase == "retrain"
+    assert cli.trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.001)
+    assert callback.state_dict()["annealed"]
+    with pytest.raises(ConfigError, match="retrain_lr"):
+        AttentionBiasCalibration(retrain_lr=0.0)
+    with pytest.raises(ConfigError, match="anneal"):
+        AttentionBiasCalibration(anneal=2.0)

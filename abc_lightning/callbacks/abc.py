@@ -107,6 +107,10 @@ class AttentionBiasCalibration(L.Callback):
         retrain_dropout: dropout probability for the retraining phase (None keeps the
             model's). Lets a dropout-free interpolating model (or one warm-started with
             ``--model.init_from``) hand over to a retraining with the paper's dropout.
+        retrain_lr: learning rate for the retraining phase (None keeps the model's ``lr``).
+        anneal: multiply the retraining learning rate by this factor once the retraining
+            first reaches ``threshold``; the ``retrain_patience`` validations are then
+            counted at the lower rate (None: one rate throughout). Beyond the paper.
         encoder_diagonal: while retraining, each encoder token attends only to itself (a
             calibrated-lines bias with the main diagonal alone), so the encoder is
             position-wise and the decoder reads operands only through the calibrated
@@ -144,6 +148,8 @@ class AttentionBiasCalibration(L.Callback):
         reinitialize: bool = False,
         retrain_dropout: float | None = None,
         retrain_positional: Literal["keep", "none"] = "keep",
+        retrain_lr: float | None = None,
+        anneal: float | None = None,
         encoder_diagonal: bool = False,
         seed: int = 0,
     ) -> None:
@@ -174,6 +180,11 @@ class AttentionBiasCalibration(L.Callback):
         if retrain_positional not in ("keep", "none"):
             raise ConfigError(f"ABC retrain_positional must be keep|none, got {retrain_positional!r}")
         self.reinitialize, self.retrain_dropout, self.retrain_positional = reinitialize, retrain_dropout, retrain_positional
+        if retrain_lr is not None and not retrain_lr > 0:
+            raise ConfigError(f"ABC retrain_lr must be > 0, got {retrain_lr}")
+        if anneal is not None and not 0.0 < anneal <= 1.0:
+            raise ConfigError(f"ABC anneal must be in (0, 1], got {anneal}")
+        self.retrain_lr, self.anneal, self.annealed = retrain_lr, anneal, False
         if encoder_diagonal and "encoder" in kinds:
             raise ConfigError("ABC encoder_diagonal replaces the encoder's calibration; drop 'encoder' from kinds")
         self.encoder_diagonal = encoder_diagonal
@@ -191,6 +202,19 @@ class AttentionBiasCalibration(L.Callback):
         if self.phase != "interpolate":
             self.set_dropout(pl_module)
             self.set_positional(pl_module)
+            self.set_lr(trainer, pl_module)
+
+    def set_lr(self, trainer, pl_module) -> None:
+        """Apply ``retrain_lr`` and ``anneal`` (the retraining phase) to every optimizer."""
+        if self.retrain_lr is None and self.anneal is None:
+            return
+        lr = (pl_module.hparams.lr if self.retrain_lr is None else self.retrain_lr) * (self.anneal if self.annealed else 1.0)
+        for optimizer in trainer.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        for config in trainer.lr_scheduler_configs:  # a warm-up schedule scales from its base rates
+            if hasattr(config.scheduler, "base_lrs"):
+                config.scheduler.base_lrs = [lr] * len(config.scheduler.base_lrs)
 
     def set_positional(self, pl_module) -> None:
         """Apply ``retrain_positional`` (the retraining phase and after)."""
@@ -211,6 +235,9 @@ class AttentionBiasCalibration(L.Callback):
         self._tick()
         value = trainer.callback_metrics.get("val/acc")
         self.streak = self.streak + 1 if value is not None and float(value) >= self.threshold else 0
+        if self.phase == "retrain" and self.streak and self.anneal is not None and not self.annealed:
+            self.annealed, self.streak = True, 0  # the patience is counted at the annealed rate
+            self.set_lr(trainer, pl_module)
         if self.streak < (self.patience if self.phase == "interpolate" else self.retrain_patience):
             return
         self.streak = 0
@@ -224,6 +251,7 @@ class AttentionBiasCalibration(L.Callback):
                 reinitialize(pl_module, trainer, self.seed)
             self.set_dropout(pl_module)
             self.set_positional(pl_module)
+            self.set_lr(trainer, pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase = "retrain"
             self._mark = time.perf_counter()
@@ -306,7 +334,7 @@ class AttentionBiasCalibration(L.Callback):
         def pack(v):
             return [x.state() for x in v] if isinstance(v, list) else v.state()
 
-        return {"phase": self.phase, "streak": self.streak, "seconds": dict(self.seconds),
+        return {"phase": self.phase, "streak": self.streak, "annealed": self.annealed, "seconds": dict(self.seconds),
                 "lines": {k: pack(v) for k, v in self.lines.items()}}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -315,6 +343,7 @@ class AttentionBiasCalibration(L.Callback):
 
         self.phase = state_dict.get("phase", "interpolate")
         self.streak = state_dict.get("streak", 0)
+        self.annealed = state_dict.get("annealed", False)
         self.seconds.update(state_dict.get("seconds", {}))
         self.lines = {k: unpack(v) for k, v in state_dict.get("lines", {}).items()}
 
