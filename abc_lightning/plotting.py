@@ -19,20 +19,27 @@ def accuracy_curves(curves: dict[str, dict[str, list[dict]]], train_length: int 
         train_length: drawn as a dotted vertical line (L_int).
     """
     tasks = list(curves)
+    # one colour per label across every panel, so the shared legend is right for panels
+    # that lack some of the labels
+    labels = list(dict.fromkeys(label for task in tasks for label in curves[task]))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {label: cycle[i % len(cycle)] for i, label in enumerate(labels)}
     fig, axes = plt.subplots(1, max(len(tasks), 1), figsize=(4.2 * max(len(tasks), 1), 3.6), squeeze=False,
                              sharey=True)
     for ax, task in zip(axes[0], tasks):
         for label, rows in curves[task].items():
             rows = sorted(rows, key=lambda r: r["length"])
-            ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], label=label, linewidth=1.4)
+            ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], label=label, linewidth=1.4,
+                    color=colour[label])
         ax.axvline(train_length, color="grey", linestyle=":", linewidth=1)
         ax.set_title(task)
         ax.set_xlabel("length (digits)")
         ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("exact-match accuracy (%)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False, fontsize=8)
+    handles = [plt.Line2D([], [], color=colour[label], linewidth=1.4) for label in labels]
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False, fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
