@@ -19,8 +19,7 @@ import argparse
 import torch
 import yaml
 
-from abc_lightning.biases.abc import CalibratedBias
-from abc_lightning.biases.calibration import CalibratedLines
+from abc_lightning.biases.abc import load_calibrated_bias
 from abc_lightning.cli import ABCLightningCLI
 
 parser = argparse.ArgumentParser()
@@ -37,14 +36,12 @@ cli = ABCLightningCLI(args=["--config", args.config, "--trainer.logger=false", "
 cli.model.load_state_dict(torch.load(f"{args.run}/checkpoints/last.ckpt", weights_only=True)["state_dict"])
 model, dm = cli.model.model.eval(), cli.datamodule
 model.use_positional = abc.get("retrain_positional", "keep") != "none"
-state = torch.load(f"{args.run}/abc/lines.pt", weights_only=True)
 for rule in ("left", "nearest"):
-    lines = {kind: [CalibratedLines.from_state(x) for x in v] if isinstance(v, list) else CalibratedLines.from_state(v)
-             for kind, v in state.items()}
+    bias = load_calibrated_bias(f"{args.run}/abc/lines.pt", soft=abc.get("soft", False))  # fresh lines, empty cache
     for kind in args.kinds:
-        for entry in lines[kind] if isinstance(lines[kind], list) else [lines[kind]]:
+        for entry in bias.lines[kind] if isinstance(bias.lines[kind], list) else [bias.lines[kind]]:
             entry.vertical = rule
-    model.install_bias("abc", CalibratedBias(lines, soft=abc.get("soft", False)))
+    model.install_bias("abc", bias)
     row = []
     with torch.inference_mode():
         for length in args.lengths:

@@ -200,9 +200,14 @@ class AttentionBiasCalibration(L.Callback):
         if self.lines:
             self.install(pl_module)
         if self.phase != "interpolate":
-            self.set_dropout(pl_module)
-            self.set_positional(pl_module)
-            self.set_lr(trainer, pl_module)
+            self.set_retraining(trainer, pl_module)
+
+    def set_retraining(self, trainer, pl_module) -> None:
+        """The retraining phase's dropout, positions and learning rate (at the phase
+        boundary, and again on a resume past it)."""
+        self.set_dropout(pl_module)
+        self.set_positional(pl_module)
+        self.set_lr(trainer, pl_module)
 
     def set_lr(self, trainer, pl_module) -> None:
         """Apply ``retrain_lr`` and ``anneal`` (the retraining phase) to every optimizer."""
@@ -249,9 +254,7 @@ class AttentionBiasCalibration(L.Callback):
             self.install(pl_module)
             if self.reinitialize:
                 reinitialize(pl_module, trainer, self.seed)
-            self.set_dropout(pl_module)
-            self.set_positional(pl_module)
-            self.set_lr(trainer, pl_module)
+            self.set_retraining(trainer, pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase = "retrain"
             self._mark = time.perf_counter()
