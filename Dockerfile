@@ -1,14 +1,26 @@
-# GPU image for abc_lightning. Build: docker build -t abc_lightning .
-# Run:   docker run --gpus all -e WANDB_API_KEY abc_lightning fit --config configs/abs_parity.yaml
+# GPU image for abc_lightning on the tested versions: Python 3.11 and every pin of constraints.txt.
+# Build: docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t abc_lightning .
+# Run:   docker run --gpus all -e WANDB_API_KEY -v "$PWD/runs:/opt/abc_lightning/runs" \
+#            abc_lightning fit --config configs/abs_parity.yaml
+# Runs are written to /opt/abc_lightning/runs (mount it, as above, or they go with the container);
+# `reproduce` writes to /opt/abc_lightning/results (mount "$PWD/results" there).
 # W&B credentials come from the environment at run time; none are baked into the image.
-FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+FROM python:3.11.7-slim-bookworm
+
+# The image has no .git: the commit it was built from is recorded in every run_info.json.
+ARG GIT_COMMIT=unknown
+ENV ABC_LIGHTNING_COMMIT=${GIT_COMMIT}
+LABEL org.opencontainers.image.revision=${GIT_COMMIT}
 
 WORKDIR /opt/abc_lightning
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY abc_lightning ./abc_lightning
+# torch first, on its own: from PyPI, torch==2.13.0 for Linux x86_64 is the CUDA build (its CUDA
+# libraries come as pip packages), so the image runs the exact version the tests run.
+RUN pip install --no-cache-dir -c constraints.txt "torch==2.13.0" \
+    && pip install --no-cache-dir -c constraints.txt .
 COPY configs ./configs
-# torch comes from the base image; pip keeps it because pyproject only asks for torch>=2.2.
-RUN pip install --no-cache-dir .
+COPY sweeps ./sweeps
 
 ENTRYPOINT ["python", "-m", "abc_lightning"]
 CMD ["--help"]

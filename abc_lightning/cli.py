@@ -7,18 +7,21 @@ Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import torch
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, RunInfo
-from abc_lightning.callbacks.training import RunConfig, run_dir
+from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.module import ArithmeticTransformer, check_compatible
@@ -42,6 +45,42 @@ def load_checkpoint(path: str | Path) -> dict:
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
     return ckpt
+
+
+#: Third-party warnings that say nothing true or useful about our runs.
+NOISE = (
+    r"Experiment logs directory .* exists and is not empty",  # we created that folder ourselves
+    r".*isinstance\(treespec, LeafSpec\)",  # Lightning's own use of a torch API it will update
+    r"The dirpath has changed from",  # test/predict never resume the checkpoint callback
+)
+
+
+def quiet_third_party() -> None:
+    """Keep the console to the progress bar, our one-line notices and the accuracy table.
+
+    Lightning's info lines (seed, GPU/TPU availability, tips) and W&B's banners go; our own
+    notices say what matters (where the run is, W&B offline and how to sync). Real warnings
+    stay, except the known-false ones in :data:`NOISE`.
+    """
+    os.environ.setdefault("WANDB_SILENT", "true")
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for message in NOISE:
+        warnings.filterwarnings("ignore", message=message)
+
+
+def prog() -> str:
+    """How the user called us, for usage lines."""
+    return "abc-lightning" if Path(sys.argv[0]).name == "abc-lightning" else "python -m abc_lightning"
+
+
+SUBCOMMANDS = """subcommands:
+  fit        train a model (e.g. fit --config configs/abs_parity.yaml)
+  validate   validate a checkpoint on the validation sets
+  test       the paper's test protocol on a checkpoint (--ckpt_path)
+  predict    answer your own inputs with a checkpoint (--data.predict_inputs)
+  reproduce  regenerate a results table (reproduce --help)
+  sweep      run a W&B sweep YAML locally, one run per GPU if asked (sweep --help)"""
 
 
 def _known_classes(base: type) -> list[str]:
@@ -96,8 +135,47 @@ class ABCLightningCLI(LightningCLI):
             # deterministic kernels where torch has them; the data module shards for DDP itself
             trainer_defaults={"deterministic": "warn", "use_distributed_sampler": False},
             parser_class=ConciseParser,
-            parser_kwargs={"default_env": False},
+            parser_kwargs={"default_env": False, "prog": prog(), "epilog": SUBCOMMANDS,
+                           "description": "Length-generalizing arithmetic Transformers: ABS and ABC."},
         )
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        from jsonargparse import DefaultHelpFormatter
+
+        class KeepLines(DefaultHelpFormatter):  # the subcommand list keeps its lines
+            def _fill_text(self, text, width, indent):
+                return "".join(indent + line for line in text.splitlines(keepends=True))
+
+        kwargs.setdefault("formatter_class", KeepLines)
+        return super().init_parser(**kwargs)
+
+    def instantiate_trainer(self, **kwargs):
+        """The Trainer; what its constructor refuses (devices, strategy, precision …) is a
+        setting the user gave, so it becomes a one-line ``trainer:`` error."""
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except (MisconfigurationException, ValueError, TypeError) as exc:
+            if user_error(exc) is not None:
+                raise
+            raise ConfigError(f"trainer: {str(exc).strip().splitlines()[0]}") from None
+
+    def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
+        parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        if subcommand in ("validate", "test"):
+            parser.set_defaults(verbose=False)  # AccuracyTable prints the one table
+        return parser
+
+    def before_instantiate_classes(self) -> None:
+        trainer = (self.config[self.subcommand] if self.subcommand else self.config).get("trainer", {})
+        accelerator = trainer.get("accelerator")
+        if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"trainer.accelerator={accelerator}, but torch sees no CUDA GPU here; "
+                              "use --trainer.accelerator=auto or cpu")
+        callbacks = trainer.get("callbacks") or []
+        has_bar = any("Progress" in str(getattr(c, "class_path", "")) for c in callbacks)
+        if trainer.get("enable_progress_bar") is not False and not has_bar and not sys.stdout.isatty():
+            # piped or redirected: plain lines instead of carriage returns and cursor codes
+            self.trainer_defaults["callbacks"] = [LineProgress()]
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
@@ -110,6 +188,9 @@ class ABCLightningCLI(LightningCLI):
     def _user_ckpt(self, subcommand: str) -> dict | None:
         """The checkpoint named by --ckpt_path, loaded safely once; None for none or a keyword."""
         ckpt_path = self.config[subcommand].get("ckpt_path")
+        if ckpt_path in ("last", "best", "hpc", "registry") and subcommand != "fit":
+            raise CheckpointError(f"--ckpt_path {ckpt_path} only names a checkpoint inside one fit; {subcommand} "
+                                  "needs the file, e.g. runs/<name>/version_0/checkpoints/best.ckpt")
         if ckpt_path is None or ckpt_path in ("last", "best", "hpc", "registry"):
             return None
         if getattr(self, "_ckpt", None) is None:
@@ -129,6 +210,19 @@ class ABCLightningCLI(LightningCLI):
         if ckpt is not None:
             check_compatible(ckpt["state_dict"], self.model.state_dict())
 
+    def _preflight(self, stage: str) -> None:
+        """Every check that needs the model, data and callbacks together, run before a run
+        folder or a W&B run exists: a mistake found here leaves nothing behind."""
+        dm, model = self.datamodule, self.model
+        if stage == "predict":
+            dm.setup("predict")  # malformed inputs fail here, before any model work
+        model.model.check_length(dm.max_tokens(stage))
+        if stage == "fit" and model.hparams.get("init_from") and self.config.fit.get("ckpt_path") is None:
+            model.init_weights(model.hparams.init_from)
+        for callback in self.trainer.callbacks:
+            if hasattr(callback, "check_data"):
+                callback.check_data(dm)
+
     def _claim_version(self) -> None:
         """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
 
@@ -136,22 +230,17 @@ class ABCLightningCLI(LightningCLI):
         save_dir (sweeps, ``reproduce --jobs``) could pick the same folder and overwrite
         each other's files. Creating the folder is atomic: a run that loses the race takes
         the next number. Only global rank 0 claims; other ranks receive its log_dir.
+        Without any logger (``--trainer.logger=false``) the run still gets a folder of its
+        own, ``runs/no_logger/version_N``, instead of writing into the current directory.
         """
         if not launched_as_rank_zero():
             return
-        for logger in self.trainer.loggers:
+        trainer = self.trainer
+        if not trainer.loggers and Path(trainer.default_root_dir).resolve() == Path.cwd().resolve():
+            trainer._default_root_dir = str(claim_folder(Path("runs") / "no_logger", 0))
+        for logger in trainer.loggers:
             if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
-                root = Path(logger.root_dir)
-                root.mkdir(parents=True, exist_ok=True)
-                version = logger._get_next_version()
-                while True:
-                    try:
-                        (root / f"version_{version}").mkdir()
-                        CLAIMED.append(root / f"version_{version}")
-                        break
-                    except FileExistsError:
-                        version += 1
-                logger._version = version
+                logger._version = int(claim_folder(Path(logger.root_dir), logger._get_next_version()).name[8:])
 
     def _add_wandb(self) -> None:
         """Add W&B (see :mod:`abc_lightning.wandb_logging`) beside a CSV/TensorBoard logger."""
@@ -167,25 +256,27 @@ class ABCLightningCLI(LightningCLI):
         config.pop("wandb", None)
         wandb_logger.log_hyperparams(_flatten(config.as_dict()))  # the resolved config, inside the W&B run
 
-    def before_fit(self) -> None:
-        self._check_ckpt("fit", required=False)
+    def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
+        self._check_ckpt(stage, required=needs_ckpt)
+        self._preflight(stage)
         self._claim_version()
-        self._add_wandb()
+        if wandb:
+            self._add_wandb()
+
+    def before_fit(self) -> None:
+        self._start("fit", needs_ckpt=False)
+        weights = sum(p.numel() for p in self.model.parameters())
+        print(f"abc_lightning: fit {self.datamodule.task.name}, {weights:,} weights, run folder "
+              f"{run_dir(self.trainer)}", file=sys.stderr, flush=True)
 
     def before_validate(self) -> None:
-        self._check_ckpt("validate", required=False)
-        self._claim_version()
-        self._add_wandb()
+        self._start("validate", needs_ckpt=False)
 
     def before_test(self) -> None:
-        self._check_ckpt("test", required=True)
-        self._claim_version()
-        self._add_wandb()
+        self._start("test", needs_ckpt=True)
 
     def before_predict(self) -> None:
-        self._check_ckpt("predict", required=True)
-        self.datamodule.setup("predict")  # malformed inputs fail here, before any model work
-        self._claim_version()
+        self._start("predict", needs_ckpt=True, wandb=False)
 
     def after_predict(self) -> None:
         rows = self.model.predictions
@@ -196,6 +287,56 @@ class ABCLightningCLI(LightningCLI):
         out = run_dir(self.trainer)
         out.mkdir(parents=True, exist_ok=True)
         (out / "predictions.json").write_text(json.dumps(rows, indent=2))
+
+
+class ParseOnly(ABCLightningCLI):
+    """The CLI up to validated parsing: nothing is instantiated, seeded or run."""
+
+    def _set_seed(self) -> None:
+        pass
+
+    def instantiate_classes(self) -> None:
+        pass
+
+    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:
+        pass
+
+    def _run_subcommand(self, subcommand) -> None:
+        pass
+
+
+def check_args(args: list[str]) -> str | None:
+    """Parse ``args`` as the command line would (keys, types, class names, config files) without
+    building anything; return the one-line error, or None when they parse."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ParseOnly(args=args)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        return lines[-1].removeprefix("abc_lightning: error: ") if lines else "the arguments do not parse"
+    except Exception as exc:  # a user error raised while parsing (a class's own check)
+        cause = user_error(exc)
+        if cause is None:
+            raise
+        return str(cause)
+    return None
+
+
+def claim_folder(root: Path, version: int) -> Path:
+    """Create ``root/version_N`` atomically, with N the first free number from ``version``."""
+    CLAIMED.extend(reversed([d for d in [root, *root.parents] if not d.exists()]))  # parents we create
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            (root / f"version_{version}").mkdir()
+            CLAIMED.append(root / f"version_{version}")
+            return root / f"version_{version}"
+        except FileExistsError:
+            version += 1
 
 
 def launched_as_rank_zero() -> bool:
@@ -218,12 +359,15 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
     return flat
 
 
-USER_ERRORS = (ConfigError, InputError, CheckpointError)
-CLAIMED: list[Path] = []  # run folders this process created, removed again if a user error leaves them empty
+USER_ERRORS = (ConfigError, InputError, CheckpointError, MisconfigurationException)
+CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
+START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
 
 
 def user_error(exc: BaseException) -> BaseException | None:
-    """Our own error behind ``exc``: jsonargparse and Lightning wrap what constructors raise."""
+    """Our own error behind ``exc``: jsonargparse and Lightning wrap what constructors raise.
+    Lightning's MisconfigurationException is a user error too (a trainer setting that
+    cannot work on this machine)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, USER_ERRORS):
@@ -233,17 +377,32 @@ def user_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def remove_unstarted_runs() -> None:
+    """Remove the run folders this process claimed that hold only start-up files."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish(exit_code=2)
+        wandb.teardown()  # its service would otherwise outlive the run, and later runs would reuse it
+    for folder in reversed(CLAIMED):  # deepest first: a parent we made goes once it is empty
+        if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
+            shutil.rmtree(folder)
+    CLAIMED.clear()
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line and return exit status 2."""
+    quiet_third_party()
+    CLAIMED.clear()
     try:
         ABCLightningCLI(args=args)
     except Exception as exc:
         cause = user_error(exc)
         if cause is None:
             raise
-        for folder in CLAIMED:  # only what start-up wrote: the resolved config
-            if folder.is_dir() and {p.name for p in folder.iterdir()} <= {"config.yaml", "hparams.yaml"}:
-                shutil.rmtree(folder)
-        print(f"abc_lightning: error: {cause}", file=sys.stderr)
+        remove_unstarted_runs()
+        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        if isinstance(cause, MisconfigurationException) and not message.startswith("trainer:"):
+            message = f"trainer: {message}"
+        print(f"abc_lightning: error: {message}", file=sys.stderr)
         return 2
     return 0

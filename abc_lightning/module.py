@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from abc_lightning import vocab
-from abc_lightning.errors import CheckpointError
+from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.evaluation import ExactMatch
 from abc_lightning.model.positional import PositionalScheme
 from abc_lightning.model.positions import PositionIndex
@@ -45,12 +45,14 @@ class ArithmeticTransformer(L.LightningModule):
         init_from: str | None = None,
     ) -> None:
         super().__init__()
+        check_optimizer(lr, betas, eps, warmup_steps)
         self.save_hyperparameters(ignore=["positional", "position_index"])
         self.model = Seq2SeqTransformer(d_model, heads, encoder_layers, decoder_layers, feedforward, dropout,
                                         positional, position_index)
         self.val_metrics = nn.ModuleDict()
         self.test_metrics = nn.ModuleDict()
         self.predictions: list[dict] = []
+        self._init_weights: tuple[str, dict] | None = None
 
     def setup(self, stage: str) -> None:
         dm = self.trainer.datamodule if self._trainer is not None else None
@@ -58,7 +60,7 @@ class ArithmeticTransformer(L.LightningModule):
             return
         self.model.check_length(dm.max_tokens(stage))
         if stage == "fit" and self.hparams.get("init_from") and self.trainer.ckpt_path is None:
-            self.warm_start(self.hparams.init_from)
+            self.warm_start()
         self.val_metrics = nn.ModuleDict({str(n): ExactMatch() for n in ["val", *dm.val_lengths]})
         self.test_metrics = nn.ModuleDict({str(n): ExactMatch() for n in dm.test_lengths})
 
@@ -113,17 +115,27 @@ class ArithmeticTransformer(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": warm, "interval": "step"}}
 
     # ---- checkpoints ----------------------------------------------------------------
-    def warm_start(self, path: str) -> None:
-        """Copy the model weights of checkpoint ``path`` into this model (shapes must match)."""
-        from abc_lightning.cli import load_checkpoint
+    def init_weights(self, path: str) -> dict:
+        """The weights of checkpoint ``path``, checked against this model (loaded once: the CLI
+        calls this for ``init_from`` before a run folder exists, so a bad file fails first)."""
+        if self._init_weights is None or self._init_weights[0] != path:
+            from abc_lightning.cli import load_checkpoint
 
-        saved = {k: v for k, v in load_checkpoint(path)["state_dict"].items() if not k.startswith("model.bias_sources.")}
-        expected = {k: v for k, v in self.state_dict().items() if not k.startswith("model.bias_sources.")}
-        try:
-            check_compatible(saved, expected)
-        except CheckpointError as exc:
-            raise CheckpointError(f"init_from {path}: {exc}") from None
-        self.load_state_dict(saved, strict=False)
+            saved = {k: v for k, v in load_checkpoint(path)["state_dict"].items()
+                     if not k.startswith("model.bias_sources.")}
+            expected = {k: v for k, v in self.state_dict().items() if not k.startswith("model.bias_sources.")}
+            try:
+                check_compatible(saved, expected)
+            except CheckpointError as exc:
+                raise CheckpointError(f"init_from {path}: {exc}") from None
+            self._init_weights = (path, saved)
+        return self._init_weights[1]
+
+    def warm_start(self, path: str | None = None) -> None:
+        """Copy the model weights of checkpoint ``path`` (default: ``init_from``) into this model."""
+        path = path or self.hparams.init_from
+        self.load_state_dict(self.init_weights(path), strict=False)
+        self._init_weights = None  # the weights now live in the model; drop the copy
         print(f"abc_lightning: model weights initialized from {path}", flush=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -140,6 +152,18 @@ class ArithmeticTransformer(L.LightningModule):
         rng = checkpoint.get("torch_rng_state")
         if isinstance(rng, torch.Tensor) and self._trainer is not None and self.trainer.state.fn == "fit":
             torch.set_rng_state(rng)
+
+
+def check_optimizer(lr: float, betas, eps: float, warmup_steps: int) -> None:
+    """Raise ConfigError for Adam settings that cannot train (checked before any run starts)."""
+    if not isinstance(lr, (int, float)) or not lr > 0:
+        raise ConfigError(f"model.lr must be > 0, got {lr!r}")
+    if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+        raise ConfigError(f"model.betas must be two numbers in [0, 1), got {list(betas)}")
+    if not eps > 0:
+        raise ConfigError(f"model.eps must be > 0, got {eps!r}")
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ConfigError(f"model.warmup_steps must be an integer >= 0, got {warmup_steps!r}")
 
 
 def check_compatible(saved: dict, expected: dict) -> None:

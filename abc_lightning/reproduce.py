@@ -173,7 +173,7 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     fit_val = json.loads((run_dir / "fit" / "val_accuracy.json").read_text())
     record = {"config": cell.config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
               "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "rows": rows,
-              "command": cell.command, **RUN_INFO}
+              "command": cell.command, "commit": short_commit(), "date": str(datetime.date.today()), **RUN_INFO}
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
@@ -203,16 +203,41 @@ def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths
     return json.loads((out_dir / "runs" / cell.key / version / "test_accuracy.json").read_text())["rows"], seconds
 
 
+def short_commit() -> str:
+    """The short commit of the source tree (``-dirty`` with uncommitted changes), or ``unknown``."""
+    from abc_lightning.callbacks.training import git_commit
+
+    commit = git_commit()
+    return "unknown" if commit is None else commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def provenance(records: list[dict], previous: dict) -> tuple[dict[str, int], str]:
+    """The commits of a table's cells (with how many cells each) and the latest date.
+
+    Each record carries the commit and date it was made at. Records from before that take
+    them from the table as it was last written, so rebuilding a table (``--table-only``)
+    never re-dates or re-commits cells that did not run.
+    """
+    made = [(r.get("commit") or previous.get("commit") or "unknown", r.get("date") or previous.get("date") or "")
+            for r in records]
+    commits = {c: sum(m == c for m, _ in made) for c in dict.fromkeys(c for c, _ in made)}
+    return commits, max((d for _, d in made), default="")
+
+
 def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    previous_path = out / f"{table}.json"
+    previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
+    commits, date = provenance([records[c.key] for c in cells if c.key in records], previous)
+    commit = (f"`{next(iter(commits))}`" if len(commits) == 1 else
+              "several: " + ", ".join(f"`{c}` ({n} cells)" for c, n in commits.items()) if commits else "none")
     runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in records.values()})
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
-            f"Commit `{commit or 'unknown'}`, {datetime.date.today()}, on {platform.machine()} "
+            f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}). "
             f"Regenerate: `python -m abc_lightning reproduce {table}`. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
@@ -242,7 +267,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
     (out / f"{table}.md").write_text(text)
-    (out / f"{table}.json").write_text(json.dumps({"commit": commit, "date": str(datetime.date.today()),
+    (out / f"{table}.json").write_text(json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None, "commits": commits, "date": date,
                                                     "cells": [records[c.key] for c in cells if c.key in records]},
                                                    indent=2))
     return text
@@ -265,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     cells = TABLES[args.table]
     out = Path(args.results)
+    if args.jobs < 1:
+        parser.exit(2, f"abc_lightning: error: --jobs must be >= 1, got {args.jobs}\n")
+    unknown = [name for name in args.only or [] if not any(name in (c.config, c.key) for c in cells)]
+    if unknown or args.only == []:
+        known = ", ".join(c.key for c in cells)
+        parser.exit(2, f"abc_lightning: error: --only {' '.join(unknown) or '(nothing)'}: no such cell in "
+                       f"{args.table}; its cells are {known}\n")
 
     def cell_dir(cell: Cell) -> Path:
         folder = out / (cell.home or args.table)

@@ -9,15 +9,23 @@ in as W&B's agent fills them (``${env}``, ``${interpreter}``, ``${program}``, ``
 
 Each combination has a stable id (a hash of its parameters) and a folder
 ``<out>/<sweep>/<id>/`` with ``params.json``, ``command.json``, ``output.log`` and, once it
-has finished, ``exit_code``. A finished combination (exit code 0) is never run again, so
-an interrupted sweep resumes where it stopped. Runs are grouped for W&B with
-``WANDB_RUN_GROUP=<sweep>`` and log offline unless W&B is reachable; ``wandb sync`` uploads
-them later.
+has finished, ``exit_code``, ``seconds`` and the run's own accuracy records
+(``val_accuracy.json``, ``test_accuracy.json``). A finished combination (exit code 0) is
+never run again, so an interrupted sweep resumes where it stopped. Runs are grouped for W&B
+with ``WANDB_RUN_GROUP=<sweep>`` and log offline unless W&B is reachable; ``wandb sync``
+uploads them later.
+
+Before anything runs, every combination is parsed by the real CLI, so a misspelt key or a
+bad value fails at once (``--dry-run`` does the same and prints the commands). With
+``--gpus 0,1,2,3`` one combination runs on each GPU at a time (``CUDA_VISIBLE_DEVICES``).
+When the sweep ends, and on demand with ``--summary``, ``summary.md``, ``summary.csv`` and
+``summary.png`` compare the combinations: parameters, accuracy by length, time, exit status.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import itertools
 import json
@@ -29,12 +37,15 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from queue import Queue
 
 import yaml
 
 from abc_lightning.errors import ConfigError
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
+#: Set for each run: where the CLI copies its accuracy records (see AccuracyTable).
+RECORD_ENV = "ABC_LIGHTNING_SWEEP_RECORD"
 
 
 def load(path: str | Path) -> dict:
@@ -68,12 +79,18 @@ def expand(spec: dict, count: int | None = None, seed: int = 0) -> list[dict]:
             else:
                 raise ConfigError(f"grid parameter {name!r} needs values or value, not a range")
         names = list(choices)
-        return [dict(zip(names, combo)) for combo in itertools.product(*(choices[n] for n in names))]
-    n = count or spec.get("run_cap")
-    if not n:
-        raise ConfigError("a random sweep needs --count N (or run_cap in the YAML)")
-    rng = random.Random(seed)
-    return [{name: draw(p, rng) for name, p in params.items()} for _ in range(int(n))]
+        combos = [dict(zip(names, combo)) for combo in itertools.product(*(choices[n] for n in names))]
+    else:
+        n = count or spec.get("run_cap")
+        if not n:
+            raise ConfigError("a random sweep needs --count N (or run_cap in the YAML)")
+        rng = random.Random(seed)
+        combos = [{name: draw(p, rng) for name, p in params.items()} for _ in range(int(n))]
+    nulls = sorted({name for combo in combos for name, value in combo.items() if value is None})
+    if nulls:
+        raise ConfigError(f"parameter {nulls[0]!r} has a null value, which W&B passes as the string 'None'; "
+                          "leave the key out of the sweep to keep the config's value")
+    return combos
 
 
 def draw(p: dict, rng: random.Random):
@@ -128,30 +145,134 @@ def run_id(params: dict) -> str:
     return hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def check_commands(commands: list[list[str]]) -> list[str]:
+    """Errors of the combinations whose ``abc_lightning`` command does not parse."""
+    from abc_lightning.cli import check_args
+
+    errors = []
+    for cmd in commands:
+        if "abc_lightning" in cmd and cmd.index("abc_lightning") > 0 and cmd[cmd.index("abc_lightning") - 1] == "-m":
+            problem = check_args(cmd[cmd.index("abc_lightning") + 1 :])
+            if problem:
+                errors.append(problem)
+    return list(dict.fromkeys(errors))
+
+
+def summary_rows(root: Path, combos: list[dict]) -> list[dict]:
+    """One row per combination: parameters, status, accuracy by length, train time."""
+    rows = []
+    for params in combos:
+        folder = root / run_id(params)
+        code = (folder / "exit_code").read_text().strip() if (folder / "exit_code").exists() else None
+        row = {"id": run_id(params), **{k: v if isinstance(v, (int, float, str)) else render(v)
+                                        for k, v in params.items()},
+               "status": "not run" if code is None else "ok" if code == "0" else f"exit {code}"}
+        for stage in ("val", "test"):
+            record = folder / f"{stage}_accuracy.json"
+            if record.exists():
+                data = json.loads(record.read_text())
+                row.update({f"{stage}/acc@{r['length']}": r["accuracy"] for r in data["rows"]})
+                if stage == "val":
+                    row["train s"], row["steps"] = data.get("seconds"), data.get("global_step")
+        if (folder / "seconds").exists():
+            row["wall s"] = float((folder / "seconds").read_text())
+        rows.append(row)
+    return rows
+
+
+def write_summary(root: Path, spec: dict, combos: list[dict]) -> Path | None:
+    """``summary.md``, ``summary.csv`` and ``summary.png`` of a sweep; the markdown's path."""
+    from abc_lightning.plotting import sweep_heatmaps
+
+    rows = summary_rows(root, combos)
+    if not rows:
+        return None
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    acc = sorted((c for c in columns if "/acc@" in c), key=lambda c: (c.split("/")[0], int(c.split("@")[1])))
+    columns = [c for c in columns if c not in acc and c not in ("train s", "steps", "wall s")]
+    columns += acc + [c for c in ("train s", "steps", "wall s") if any(c in r for r in rows)]
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "summary.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    cell = lambda v: "" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = [f"## sweep {root.name}: {len(rows)} combinations", "",
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    metric = (spec.get("metric") or {}).get("name")
+    metric = metric if metric in acc else (max(acc, key=lambda c: (c.startswith("val"), int(c.split("@")[1])))
+                                           if acc else None)
+    axes = [name for name in spec["parameters"] if len({r[name] for r in rows}) > 1]
+    if metric and axes:
+        import matplotlib.pyplot as plt
+
+        fig = sweep_heatmaps(rows, axes, metric, title=f"{root.name}: {metric} (%)")
+        fig.savefig(root / "summary.png", dpi=100)
+        plt.close(fig)
+        lines += ["", f"![{metric} over the swept axes](summary.png)"]
+    (root / "summary.md").write_text("\n".join(lines) + "\n")
+    return root / "summary.md"
+
+
+def gpu_list(text: str | None) -> list[str]:
+    """``"0,1,3"`` -> ``["0", "1", "3"]``; ConfigError for anything but distinct device ids."""
+    if text is None:
+        return []
+    gpus = [g.strip() for g in text.split(",")]
+    if not all(g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
+        raise ConfigError(f"--gpus takes distinct GPU ids separated by commas, e.g. 0,1,2,3; got {text!r}")
+    return gpus
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m abc_lightning sweep", description=__doc__.splitlines()[0])
     parser.add_argument("sweep", help="a W&B sweep YAML, e.g. sweeps/abs_parity_grid.yaml")
-    parser.add_argument("--parallel", type=int, default=1, help="combinations run at once (default 1)")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="combinations run at once (default 1, or one per GPU with --gpus)")
+    parser.add_argument("--gpus", default=None,
+                        help="GPU ids, e.g. 0,1,2,3: one combination per GPU at a time (CUDA_VISIBLE_DEVICES)")
     parser.add_argument("--count", type=int, default=None, help="combinations to draw for a random sweep")
     parser.add_argument("--out", default="runs/sweeps", help="where run records go (default runs/sweeps)")
-    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="check and print the commands, run nothing")
+    parser.add_argument("--summary", action="store_true",
+                        help="only write the summary table and figure of the runs so far")
     args = parser.parse_args(argv)
     try:
+        gpus = gpu_list(args.gpus)
+        if args.count is not None and args.count < 1:
+            raise ConfigError(f"--count must be >= 1, got {args.count}")
+        if args.parallel is not None and args.parallel < 1:
+            raise ConfigError(f"--parallel must be >= 1, got {args.parallel}")
+        if gpus and args.parallel is not None and args.parallel != len(gpus):
+            raise ConfigError(f"--parallel {args.parallel} with {len(gpus)} GPUs: a sweep runs one combination "
+                              "per GPU; leave --parallel out")
         spec = load(args.sweep)
         combos = expand(spec, args.count)
         commands = [command(spec, p) for p in combos]
+        name = spec.get("name") or Path(args.sweep).stem
+        root = Path(args.out) / name
+        if args.summary:
+            written = write_summary(root, spec, combos)
+            print(f"[sweep] summary: {written}" if written else f"[sweep] nothing in {root} yet", flush=True)
+            return 0
+        errors = check_commands(commands)
+        if errors:
+            raise ConfigError(f"{len(errors)} problem(s) in the sweep's commands, e.g.: {errors[0]}")
     except ConfigError as exc:
         print(f"abc_lightning: error: {exc}", file=sys.stderr)
         return 2
-    name = spec.get("name") or Path(args.sweep).stem
-    root = Path(args.out) / name
     if args.dry_run:
         for cmd in commands:
             print(" ".join(cmd))
         return 0
+    parallel = len(gpus) or args.parallel or 1
     env = {**os.environ, "WANDB_RUN_GROUP": name}
-    if args.parallel > 1:
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.parallel)))
+    if parallel > 1:
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // parallel)))
+    free: Queue = Queue()
+    for gpu in gpus:
+        free.put(gpu)
 
     def finished(params: dict) -> bool:
         done = root / run_id(params) / "exit_code"
@@ -165,17 +286,29 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "params.json").write_text(json.dumps(params, indent=2))
         (folder / "command.json").write_text(json.dumps(cmd))
+        gpu = free.get() if gpus else None
+        run_env = {**env, RECORD_ENV: str(folder.resolve())}
+        if gpu is not None:
+            run_env["CUDA_VISIBLE_DEVICES"] = gpu
         start = time.perf_counter()
-        with (folder / "output.log").open("w") as log:
-            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        try:
+            with (folder / "output.log").open("w") as log:
+                code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=run_env).returncode
+        finally:
+            if gpu is not None:
+                free.put(gpu)
+        seconds = time.perf_counter() - start
+        (folder / "seconds").write_text(f"{seconds:.1f}\n")
         done.write_text(f"{code}\n")
-        print(f"[sweep] {run_id(params)} exit {code} in {time.perf_counter() - start:.0f} s: {params}", flush=True)
+        where = f" on GPU {gpu}" if gpu is not None else ""
+        print(f"[sweep] {run_id(params)} exit {code} in {seconds:.0f} s{where}: {params}", flush=True)
         return code
 
     print(f"[sweep] {name}: {len(combos)} combinations, {sum(map(finished, combos))} already finished; "
           f"records in {root}", flush=True)
-    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
         codes = list(pool.map(work, combos, commands))
     failed = sum(c != 0 for c in codes)
-    print(f"[sweep] {name}: {len(codes) - failed} finished, {failed} failed", flush=True)
+    print(f"[sweep] {name}: {len(codes) - failed} finished, {failed} failed; summary: "
+          f"{write_summary(root, spec, combos)}", flush=True)
     return 1 if failed else 0

@@ -81,5 +81,7 @@ def make_logger(mode: str, project: str, primary, group: str | None = None):
         print(f"abc_lightning: W&B logs offline ({why}); upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*",
               file=sys.stderr)
     name = f"{primary.name}/{run_dir.name}"
-    return WandbLogger(name=name, save_dir=str(run_dir), offline=resolved == "offline", project=project,
-                       group=group or os.environ.get("WANDB_RUN_GROUP"), log_model=False)
+    logger = WandbLogger(name=name, save_dir=str(run_dir), offline=resolved == "offline", project=project,
+                         group=group or os.environ.get("WANDB_RUN_GROUP"), log_model=False)
+    logger._wandb_init.pop("anonymous", None)  # W&B warns that the setting is deprecated whenever it is passed
+    return logger

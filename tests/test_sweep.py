@@ -8,23 +8,11 @@ import pytest
 import yaml
 
 from abc_lightning import sweep
-from abc_lightning.cli import ABCLightningCLI
+from abc_lightning.cli import ParseOnly
+from abc_lightning.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
-
-
-class ParseOnly(ABCLightningCLI):
-    """The project's CLI up to validated parsing: nothing is instantiated or run."""
-
-    def instantiate_classes(self) -> None:
-        pass
-
-    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:
-        pass
-
-    def _run_subcommand(self, subcommand) -> None:
-        pass
 
 
 def cli_args(cmd: list[str]) -> list[str]:
@@ -63,8 +51,10 @@ def test_every_combination_parses_with_the_real_cli(path):
 def test_none_would_be_rendered_as_wandb_does_and_is_rejected(capsys):
     spec = {"parameters": {"trainer.callbacks.init_args.cross_width": {"values": [None]}},
             "command": ["python", "-m", "abc_lightning", "fit", "--config", "configs/abs_parity.yaml", "${args}"]}
-    cmd = sweep.command(spec, sweep.expand(spec)[0])
-    assert cmd[-1] == "--trainer.callbacks.init_args.cross_width=None"
+    cmd = sweep.command(spec, {"trainer.callbacks.init_args.cross_width": None})
+    assert cmd[-1] == "--trainer.callbacks.init_args.cross_width=None"  # what W&B's agent would pass
+    with pytest.raises(ConfigError, match="null value"):
+        sweep.expand(spec)
 
 
 def test_flow_style_needs_quoted_macros():
@@ -90,7 +80,7 @@ def test_local_runner_runs_in_parallel_and_resumes_without_rerunning(tmp_path):
     out = tmp_path / "records"
     assert sweep.main([str(tmp_path / "toy.yaml"), "--parallel", "2", "--out", str(out)]) == 1  # two fail
     assert len(log.read_text().splitlines()) == 4
-    records = sorted((out / "toy").iterdir())
+    records = sorted(p for p in (out / "toy").iterdir() if p.is_dir())
     assert len(records) == 4 and all((r / "exit_code").exists() for r in records)
     assert json.loads((records[0] / "command.json").read_text())[0] == sys.executable
     sweep.main([str(tmp_path / "toy.yaml"), "--out", str(out)])  # resume: only the failed ones again

@@ -28,10 +28,15 @@ class AttentionWindow(L.Callback):
         self.self_width, self.cross_width = self_width, cross_width
         self.geometry, self.encoder_width = geometry, encoder_width
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        stride = getattr(trainer.datamodule, "digit_stride", None)
+    def check_data(self, datamodule) -> int:
+        """The cross window's stride for this data; ConfigError where the input cannot take it."""
+        stride = getattr(datamodule, "digit_stride", None)
         if stride is None and self.cross_width is not None:
             raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
                               "set data.aligned=true (or cross_width=null)")
-        bias = WindowBias(self.self_width, self.cross_width, stride or 1, self.geometry, self.encoder_width)
+        return stride or 1
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        stride = self.check_data(trainer.datamodule)
+        bias = WindowBias(self.self_width, self.cross_width, stride, self.geometry, self.encoder_width)
         pl_module.model.install_bias("abs_window", bias)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -26,6 +28,31 @@ def run_dir(trainer: L.Trainer) -> Path:
         if logger.save_dir is not None:
             return Path(logger.save_dir)
     return Path(trainer.default_root_dir)
+
+
+class LineProgress(ProgressBar):
+    """Progress for logs and pipes: one plain line per validation, no carriage returns or
+    terminal codes. The CLI uses it in place of the progress bar when stdout is not a TTY."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._enabled, self._start = True, 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not self._enabled or trainer.state.fn != "fit" or not trainer.is_global_zero:
+            return
+        shown = ", ".join(f"{k} {float(v):.4g}" for k, v in sorted(trainer.progress_bar_metrics.items()))
+        print(f"epoch {trainer.current_epoch}, step {trainer.global_step}, "
+              f"{time.perf_counter() - self._start:.0f} s: {shown}", flush=True)
 
 
 class StopOnInterpolation(L.Callback):
@@ -86,6 +113,14 @@ class AccuracyTable(L.Callback):
                   "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
         (out / f"{stage}_accuracy.json").write_text(json.dumps(record, indent=2))
         (out / f"{stage}_accuracy.md").write_text(markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length"))
+        sweep_record = os.environ.get("ABC_LIGHTNING_SWEEP_RECORD")  # set by the local sweep runner
+        if sweep_record and Path(sweep_record).is_dir():
+            (Path(sweep_record) / f"{stage}_accuracy.json").write_text(json.dumps({**record, "run_dir": str(out)}, indent=2))
+        for logger in trainer.loggers:
+            if hasattr(logger, "log_table") and rows:  # W&B: a table per run, so a dashboard overlays a sweep
+                data = [[r["length"], r["accuracy"], r["samples"]] for r in rows]
+                logger.log_table(key=f"{stage}/accuracy_by_length", columns=["length", "accuracy", "samples"],
+                                 data=data, step=trainer.global_step)
         print(f"\n{markdown_table(rows, f'{dm.task.name}: {stage} accuracy by length')}written to {out}")
 
     def on_fit_end(self, trainer, pl_module) -> None:
@@ -96,19 +131,21 @@ class AccuracyTable(L.Callback):
 
 
 def git_commit() -> str | None:
-    """The source tree's git commit (with ``-dirty`` for uncommitted changes), or None."""
+    """The source tree's git commit (with ``-dirty`` for uncommitted changes); outside a git
+    checkout, the commit an image was built from (``ABC_LIGHTNING_COMMIT``), else None."""
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
+    baked = os.environ.get("ABC_LIGHTNING_COMMIT") or None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode:
-            return None
+            return baked
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return baked
 
 
 class RunInfo(L.Callback):
@@ -119,7 +156,6 @@ class RunInfo(L.Callback):
     """
 
     def _write(self, trainer: L.Trainer, stage: str) -> None:
-        import os
         import platform
         import sys
 
