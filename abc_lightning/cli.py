@@ -24,7 +24,9 @@ from abc_lightning.callbacks import AccuracyTable, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
-from abc_lightning.module import ArithmeticTransformer, check_compatible
+from abc_lightning.checkpoints import (CONFIG_KEY, check_compatible, conflicts, load_checkpoint,
+                                       stored_config)
+from abc_lightning.module import ArithmeticTransformer
 from abc_lightning.wandb_logging import make_logger
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
@@ -32,26 +34,12 @@ from abc_lightning import callbacks as _callbacks  # noqa: F401
 from abc_lightning.model import positional as _positional, positions as _positions  # noqa: F401
 
 
-def load_checkpoint(path: str | Path) -> dict:
-    """Load a checkpoint with ``weights_only=True``; anything else gets a CheckpointError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        raise CheckpointError(f"cannot load checkpoint {path}: it is corrupt, truncated, or holds objects "
-                              f"other than tensors and plain data, which are refused ({type(exc).__name__})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
-    return ckpt
-
-
 #: Third-party warnings that say nothing true or useful about our runs.
 NOISE = (
     r"Experiment logs directory .* exists and is not empty",  # we created that folder ourselves
     r".*isinstance\(treespec, LeafSpec\)",  # Lightning's own use of a torch API it will update
     r"The dirpath has changed from",  # test/predict never resume the checkpoint callback
+    r"LightningCLI's args parameter",  # we pass the command line on, with a checkpoint's config added
 )
 
 
@@ -197,10 +185,49 @@ class ABCLightningCLI(LightningCLI):
             self._ckpt = load_checkpoint(ckpt_path)
         return self._ckpt
 
+    def parse_arguments(self, parser, args) -> None:
+        if args is None or isinstance(args, list):
+            args = self._with_checkpoint_config(list(sys.argv[1:] if args is None else args))
+        super().parse_arguments(parser, args)
+
+    def _with_checkpoint_config(self, argv: list[str]) -> list[str]:
+        """``validate``/``test``/``predict --ckpt_path X`` without ``--config``: the checkpoint's
+        own config goes first, so only evaluation settings need to be given."""
+        if not argv or argv[0] not in ("validate", "test", "predict"):
+            return argv
+        if any(a in ("-c", "--config") or a.startswith("--config=") for a in argv):
+            return argv
+        path = next((a.split("=", 1)[1] for a in argv if a.startswith("--ckpt_path=")), None)
+        if path is None and "--ckpt_path" in argv[:-1]:
+            path = argv[argv.index("--ckpt_path") + 1]
+        if path is None or path in ("last", "best", "hpc", "registry"):
+            return argv
+        self._ckpt = load_checkpoint(path)
+        text = stored_config(self._ckpt)
+        if text is None:
+            raise CheckpointError(f"{path} carries no config (it was written before checkpoints did); "
+                                  "pass --config with the config it was trained with")
+        return [argv[0], "--config", text, *argv[1:]]
+
     def _parse_ckpt_path(self) -> None:
-        # LightningCLI reads the checkpoint's hyperparameters here; fail clearly first.
-        if self.config.get("subcommand"):
-            self._user_ckpt(self.config.subcommand)
+        # LightningCLI merges the checkpoint's hyperparameters into the model config here,
+        # over what the user gave; compare the two first and refuse a run that mixes them.
+        subcommand = self.config.get("subcommand")
+        ckpt = self._user_ckpt(subcommand) if subcommand else None
+        if ckpt is not None and stored_config(ckpt) is not None:
+            import yaml
+
+            stored = yaml.safe_load(stored_config(ckpt))
+            given = yaml.safe_load(self._parser(subcommand).dump(self.config[subcommand], skip_none=False,
+                                                                 skip_validation=True))
+            differ = conflicts(stored, given, subcommand)
+            if differ:
+                more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+                raise CheckpointError(f"{self.config[subcommand].ckpt_path} was trained with another config: "
+                                      f"{'; '.join(differ[:4])}{more}. " + (
+                                          "Resume with the config it was trained with" if subcommand == "fit" else
+                                          "Leave out --config (the checkpoint carries its own) and change only "
+                                          "evaluation settings (lengths, samples, inputs, batch sizes)"))
         super()._parse_ckpt_path()
 
     def _check_ckpt(self, subcommand: str, required: bool) -> None:
@@ -279,14 +306,24 @@ class ABCLightningCLI(LightningCLI):
         self._start("predict", needs_ckpt=True, wandb=False)
 
     def after_predict(self) -> None:
-        rows = self.model.predictions
-        width = max(len(r["input"]) for r in rows)
-        for r in rows:
-            mark = "ok" if r["correct"] else f"WRONG (expected {r['expected']})"
-            print(f"{r['input']:>{width}} = {r['output']}   {mark}")
+        rows = sorted(self.model.predictions, key=lambda r: r["index"])
         out = run_dir(self.trainer)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "predictions.json").write_text(json.dumps(rows, indent=2))
+        with (out / "predictions.jsonl").open("w") as fh:
+            for r in rows:
+                fh.write(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n")
+        shown = rows[:SHOWN]
+        width = max(len(r["input"]) for r in shown)
+        for r in shown:
+            mark = "ok" if r["correct"] else (f"WRONG (expected {r['expected']}; generated {r['raw_output']!r}, "
+                                              f"expected {r['raw_expected']!r}, least significant digit first)")
+            print(f"{r['input']:>{width}} = {r['output']}   {mark}")
+        right = sum(r["correct"] for r in rows)
+        more = f"; the first {SHOWN} are shown" if len(rows) > SHOWN else ""
+        print(f"{right} of {len(rows)} right{more}; every answer in {out / 'predictions.jsonl'}")
+
+
+SHOWN = 20  # predict answers printed; all of them go to predictions.jsonl
 
 
 class ParseOnly(ABCLightningCLI):

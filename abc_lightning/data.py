@@ -9,6 +9,7 @@ exact match over the whole output.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -17,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError, InputError
+from abc_lightning.evaluation import group_inputs
 from abc_lightning.tasks import Task, get_task
 from abc_lightning.tasks.base import POOL_MAX
 
@@ -130,6 +132,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         test_samples: the cap n in min(10^L − 10^(L−1), n).
         eval_batch_size: batch size for greedy decoding.
         predict_inputs: expressions for ``predict``, e.g. ``["123456789+987654321"]``.
+        predict_file: a text file with one ``predict`` expression per line (blank lines are
+            skipped), read after ``predict_inputs``.
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         test_samples: int = 10_000,
         eval_batch_size: int = 1000,
         predict_inputs: list[str] = [],  # noqa: B006
+        predict_file: str | None = None,
     ) -> None:
         super().__init__()
         self.task = get_task(task)
@@ -159,7 +164,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.val_lengths = check_lengths("data.val_lengths", val_lengths)
         self.test_lengths = check_lengths("data.test_lengths", test_lengths)
         self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
-        self.predict_inputs = list(predict_inputs)
+        self.predict_inputs, self.predict_file = list(predict_inputs), predict_file
         self._train: EncodedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
@@ -178,7 +183,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         the training width, so training sequences are covered too.
         """
         if stage == "predict":
-            shapes = [(b["src"].shape[1], b["tgt_out"].shape[1]) for b in map(self.parse, self.predict_inputs)]
+            self.setup("predict")
+            shapes = [(b["src"].shape[1], b["tgt_out"].shape[1]) for b in self._predict]
         else:
             lengths = self.test_lengths if stage == "test" else self.val_lengths
             data = self.length_set(max(lengths), 1, salt=0).data
@@ -218,9 +224,21 @@ class ArithmeticDataModule(L.LightningDataModule):
         if stage == "test" and not self._test:
             self._test = [self.length_set(length, self.test_samples, salt=4) for length in self.test_lengths]
         if stage == "predict" and not self._predict:
-            self._predict = [self.parse(text) for text in self.predict_inputs]
-            if not self._predict:
-                raise ConfigError('predict needs inputs: --data.predict_inputs=\'["123+456"]\'')
+            texts = self.all_predict_inputs()
+            if not texts:
+                raise ConfigError('predict needs inputs: --data.predict_inputs=\'["123+456"]\' or '
+                                  "--data.predict_file=FILE (one expression per line)")
+            self._predict = group_inputs([self.parse(text) for text in texts], self.eval_batch_size)
+
+    def all_predict_inputs(self) -> list[str]:
+        """``predict_inputs``, then the lines of ``predict_file``."""
+        texts = list(self.predict_inputs)
+        if self.predict_file is not None:
+            path = Path(self.predict_file)
+            if not path.is_file():
+                raise ConfigError(f"data.predict_file not found: {path}")
+            texts += [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        return texts
 
     def parse(self, text: str) -> dict:
         """One predict expression -> a batch of one (raises InputError if malformed)."""
@@ -257,4 +275,4 @@ class ArithmeticDataModule(L.LightningDataModule):
         return [self._loader(ds, self.eval_batch_size, shuffle=False) for ds in self._test]
 
     def predict_dataloader(self) -> DataLoader:
-        return DataLoader(self._predict, batch_size=None, collate_fn=_identity)
+        return DataLoader(self._predict, batch_size=None, collate_fn=_identity)  # batches grouped by length

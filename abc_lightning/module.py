@@ -8,8 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from abc_lightning import vocab
+from abc_lightning.checkpoints import check_compatible, load_checkpoint
 from abc_lightning.errors import CheckpointError, ConfigError
-from abc_lightning.evaluation import ExactMatch
+from abc_lightning.evaluation import ExactMatch, decode_batch
 from abc_lightning.model.positional import PositionalScheme
 from abc_lightning.model.positions import PositionIndex
 from abc_lightning.model.transformer import Seq2SeqTransformer
@@ -94,16 +95,10 @@ class ArithmeticTransformer(L.LightningModule):
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._evaluate(batch, "test", self.test_metrics)
 
-    def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> dict:
-        task = self.trainer.datamodule.task
-        predicted = self.model.generate(batch["src"].to(self.device), steps=batch["tgt_out"].shape[1])[0].tolist()
-        expected = batch["tgt_out"][0].tolist()
-        digits = predicted[: predicted.index(vocab.EOS)] if vocab.EOS in predicted else predicted
-        answer = task.format_answer([t for t in digits if t < 10]) if all(t < 10 for t in digits) else vocab.decode(predicted)
-        result = {"input": batch["text"], "output": answer, "correct": predicted == expected,
-                  "expected": task.format_answer(expected[:-1])}
-        self.predictions.append(result)
-        return result
+    def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> list[dict]:
+        rows = decode_batch(self.model, self.trainer.datamodule.task, batch)
+        self.predictions.extend(rows)
+        return rows
 
     # ---- optimization ---------------------------------------------------------------
     def configure_optimizers(self):
@@ -119,8 +114,6 @@ class ArithmeticTransformer(L.LightningModule):
         """The weights of checkpoint ``path``, checked against this model (loaded once: the CLI
         calls this for ``init_from`` before a run folder exists, so a bad file fails first)."""
         if self._init_weights is None or self._init_weights[0] != path:
-            from abc_lightning.cli import load_checkpoint
-
             saved = {k: v for k, v in load_checkpoint(path)["state_dict"].items()
                      if not k.startswith("model.bias_sources.")}
             expected = {k: v for k, v in self.state_dict().items() if not k.startswith("model.bias_sources.")}
@@ -164,21 +157,3 @@ def check_optimizer(lr: float, betas, eps: float, warmup_steps: int) -> None:
         raise ConfigError(f"model.eps must be > 0, got {eps!r}")
     if not isinstance(warmup_steps, int) or warmup_steps < 0:
         raise ConfigError(f"model.warmup_steps must be an integer >= 0, got {warmup_steps!r}")
-
-
-def check_compatible(saved: dict, expected: dict) -> None:
-    """Raise CheckpointError listing missing, unexpected and mis-shaped weights."""
-    missing = sorted(set(expected) - set(saved))
-    unexpected = sorted(set(saved) - set(expected))
-    shapes = [f"{k}: checkpoint {tuple(saved[k].shape)} vs model {tuple(v.shape)}"
-              for k, v in expected.items() if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
-    if missing or unexpected or shapes:
-        parts = []
-        if shapes:
-            parts.append("shape mismatch " + "; ".join(shapes[:3]))
-        if missing:
-            parts.append(f"{len(missing)} weights missing (e.g. {missing[0]})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected weights (e.g. {unexpected[0]})")
-        raise CheckpointError("checkpoint does not fit the configured model: " + ", ".join(parts)
-                              + ". Use the config the checkpoint was trained with.")

@@ -324,11 +324,16 @@ class AttentionBiasCalibration(L.Callback):
 
     # ---- test / predict / validate: Lightning restores this callback's state from the
     # checkpoint being evaluated (after setup), so install whatever it brought back.
-    def _reinstall(self, trainer, pl_module) -> None:
+    def apply_to(self, pl_module, datamodule=None) -> None:
+        """Install the calibrated bias (and the retraining's positions) that this callback's
+        state holds, as restored from a checkpoint."""
         if self.lines and "abc" not in pl_module.model.bias_sources:
             self.install(pl_module)
         if self.phase != "interpolate":
             self.set_positional(pl_module)
+
+    def _reinstall(self, trainer, pl_module) -> None:
+        self.apply_to(pl_module)
 
     on_test_start = on_predict_start = on_validation_start = _reinstall
 

@@ -36,7 +36,11 @@ class AttentionWindow(L.Callback):
                               "set data.aligned=true (or cross_width=null)")
         return stride or 1
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        stride = self.check_data(trainer.datamodule)
-        bias = WindowBias(self.self_width, self.cross_width, stride, self.geometry, self.encoder_width)
+    def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:
+        """Install the window masks in ``pl_module``'s model for ``datamodule``'s input form."""
+        bias = WindowBias(self.self_width, self.cross_width, self.check_data(datamodule), self.geometry,
+                          self.encoder_width)
         pl_module.model.install_bias("abs_window", bias)
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.apply_to(pl_module, trainer.datamodule)

@@ -193,6 +193,13 @@ class RunConfig(SaveConfigCallback):
         kwargs["save_to_log_dir"] = False
         super().__init__(*args, **kwargs)
 
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        """Every checkpoint carries the resolved config of its run (YAML text: plain data, so
+        it loads with ``weights_only=True``); see :mod:`abc_lightning.checkpoints`."""
+        from abc_lightning.checkpoints import CONFIG_KEY
+
+        checkpoint[CONFIG_KEY] = self.parser.dump(self.config, skip_none=False, skip_validation=True)
+
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,111 @@
+"""Checkpoints: safe loading, the shape check, and the config a checkpoint carries.
+
+Every ``fit`` stores its resolved config (YAML text, under :data:`CONFIG_KEY`) in each
+checkpoint it writes, so a checkpoint alone rebuilds its run: model sizes, positional
+scheme and index, task and input form, and the bias strategy (ABS window or ABC, whose
+calibrated lines and phase are in the callback's own checkpoint state). ``test`` and
+``predict --ckpt_path X`` without ``--config`` use it; a config that contradicts it is
+refused with the keys that differ.
+
+This module sits below the CLI and the LightningModule; both import from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+
+from abc_lightning.errors import CheckpointError
+
+#: Where a checkpoint keeps the resolved config of the fit that wrote it.
+CONFIG_KEY = "abc_lightning_config"
+#: The classes that install biases: which of them, and with which options, is part of a run.
+STRATEGIES = ("AttentionWindow", "AttentionBiasCalibration")
+#: Settings that only change how a model is trained, not what it computes.
+TRAINING_ONLY = ("model.init_from", "model.lr", "model.betas", "model.eps", "model.warmup_steps")
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load a checkpoint with ``weights_only=True``; anything else gets a CheckpointError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for corrupt or unsafe files
+        raise CheckpointError(f"cannot load checkpoint {path}: it is corrupt, truncated, or holds objects "
+                              f"other than tensors and plain data, which are refused ({type(exc).__name__})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
+    return ckpt
+
+
+def check_compatible(saved: dict, expected: dict) -> None:
+    """Raise CheckpointError listing missing, unexpected and mis-shaped weights."""
+    missing = sorted(set(expected) - set(saved))
+    unexpected = sorted(set(saved) - set(expected))
+    shapes = [f"{k}: checkpoint {tuple(saved[k].shape)} vs model {tuple(v.shape)}"
+              for k, v in expected.items() if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            parts.append("shape mismatch " + "; ".join(shapes[:3]))
+        if missing:
+            parts.append(f"{len(missing)} weights missing (e.g. {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected weights (e.g. {unexpected[0]})")
+        raise CheckpointError("checkpoint does not fit the configured model: " + ", ".join(parts)
+                              + ". Use the config the checkpoint was trained with.")
+
+
+#: Keys of the stored config that belong to the ``fit`` call, not to the run.
+FIT_CALL_KEYS = ("ckpt_path", "weights_only", "config")
+
+
+def stored_config(ckpt: dict) -> str | None:
+    """The YAML config a checkpoint carries (without the keys of the ``fit`` call that wrote
+    it), or None for a checkpoint written before checkpoints carried one."""
+    text = ckpt.get(CONFIG_KEY)
+    if not isinstance(text, str):
+        return None
+    config = yaml.safe_load(text) or {}
+    for key in FIT_CALL_KEYS:
+        config.pop(key, None)
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    flat = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+def identity(config: dict, stage: str) -> dict:
+    """The settings that make a run what it is, flattened: the model (but for training-only
+    settings when evaluating), the task and input form, and the bias strategies."""
+    flat = {k: v for k, v in _flatten({"model": config.get("model") or {}}).items()
+            if stage == "fit" or not k.startswith(TRAINING_ONLY)}
+    flat.pop("model.init_from", None)  # read once, before the first step
+    data = config.get("data") or {}
+    flat.update({f"data.{k}": data.get(k) for k in ("task", "aligned")})
+    if stage == "fit":
+        flat.update({f"data.{k}": data.get(k) for k in ("seed", "batch_size")})
+    callbacks = (config.get("trainer") or {}).get("callbacks") or []
+    for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
+        name = str((callback or {}).get("class_path", "")).rsplit(".", 1)[-1]
+        if name in STRATEGIES:
+            flat[f"strategy.{name}"] = "on"
+            flat.update(_flatten(callback.get("init_args") or {}, f"strategy.{name}."))
+    return flat
+
+
+def conflicts(stored: dict, given: dict, stage: str) -> list[str]:
+    """``key (checkpoint X, given Y)`` for each identity setting on which the two differ."""
+    a, b = identity(stored, stage), identity(given, stage)
+    return [f"{k} (checkpoint {a.get(k, 'unset')}, given {b.get(k, 'unset')})"
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
