@@ -74,7 +74,7 @@ class TrainedModel:
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
     """Rebuild the run a checkpoint was trained in, from the checkpoint alone."""
-    from abc_lightning.cli import ABCLightningCLI, quiet_third_party
+    from abc_lightning.cli import Unseeded, quiet_third_party
 
     quiet_third_party()
     ckpt = load_checkpoint(path)
@@ -83,11 +83,7 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
         raise CheckpointError(f"{path} carries no config (it was written before checkpoints did); "
                               "rebuild it with the CLI and the config it was trained with")
 
-    class Rebuild(ABCLightningCLI):
-        def _set_seed(self) -> None:  # loading a model leaves the caller's random state alone
-            pass
-
-    cli = Rebuild(args=["--config", config, "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+    cli = Unseeded(args=["--config", config, "--trainer.logger=false", "--trainer.enable_progress_bar=false",
                         "--wandb.mode=disabled"], run=False)
     module = cli.model
     module.load_state_dict(ckpt["state_dict"])

@@ -214,10 +214,11 @@ class ABCLightningCLI(LightningCLI):
         # over what the user gave; compare the two first and refuse a run that mixes them.
         subcommand = self.config.get("subcommand")
         ckpt = self._user_ckpt(subcommand) if subcommand else None
-        if ckpt is not None and stored_config(ckpt) is not None:
+        text = stored_config(ckpt) if ckpt is not None else None
+        if text is not None:
             import yaml
 
-            stored = yaml.safe_load(stored_config(ckpt))
+            stored = yaml.safe_load(text)
             given = yaml.safe_load(self._parser(subcommand).dump(self.config[subcommand], skip_none=False,
                                                                  skip_validation=True))
             differ = conflicts(stored, given, subcommand)
@@ -326,11 +327,16 @@ class ABCLightningCLI(LightningCLI):
 SHOWN = 20  # predict answers printed; all of them go to predictions.jsonl
 
 
-class ParseOnly(ABCLightningCLI):
-    """The CLI up to validated parsing: nothing is instantiated, seeded or run."""
+class Unseeded(ABCLightningCLI):
+    """The CLI without seeding: building a model to look at or use leaves the caller's
+    random state alone (the API's ``load``, argument checks)."""
 
     def _set_seed(self) -> None:
         pass
+
+
+class ParseOnly(Unseeded):
+    """The CLI up to validated parsing: nothing is instantiated, seeded or run."""
 
     def instantiate_classes(self) -> None:
         pass
