@@ -23,6 +23,8 @@ from abc_lightning.errors import CheckpointError
 CONFIG_KEY = "abc_lightning_config"
 #: The classes that install biases: which of them, and with which options, is part of a run.
 STRATEGIES = ("AttentionWindow", "AttentionBiasCalibration")
+#: ``--ckpt_path`` values that name a checkpoint inside one fit rather than a file.
+CKPT_KEYWORDS = ("last", "best", "hpc", "registry")
 #: Settings that only change how a model is trained, not what it computes.
 TRAINING_ONLY = ("model.init_from", "model.lr", "model.betas", "model.eps", "model.warmup_steps")
 
@@ -76,19 +78,25 @@ def stored_config(ckpt: dict) -> str | None:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _flatten(tree, prefix: str = "") -> dict:
-    if not isinstance(tree, dict):
-        return {prefix.rstrip("."): tree}
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """Nested config -> ``{"model.d_model": 64, …}`` (lists of classes keep their index)."""
     flat = {}
     for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, v in enumerate(value):
+                flat.update(flatten(v, f"{name}.{i}."))
+        else:
+            flat[name] = value
     return flat
 
 
 def identity(config: dict, stage: str) -> dict:
     """The settings that make a run what it is, flattened: the model (but for training-only
     settings when evaluating), the task and input form, and the bias strategies."""
-    flat = {k: v for k, v in _flatten({"model": config.get("model") or {}}).items()
+    flat = {k: v for k, v in flatten({"model": config.get("model") or {}}).items()
             if stage == "fit" or not k.startswith(TRAINING_ONLY)}
     flat.pop("model.init_from", None)  # read once, before the first step
     data = config.get("data") or {}
@@ -100,7 +108,7 @@ def identity(config: dict, stage: str) -> dict:
         name = str((callback or {}).get("class_path", "")).rsplit(".", 1)[-1]
         if name in STRATEGIES:
             flat[f"strategy.{name}"] = "on"
-            flat.update(_flatten(callback.get("init_args") or {}, f"strategy.{name}."))
+            flat.update(flatten(callback.get("init_args") or {}, f"strategy.{name}."))
     return flat
 
 

@@ -24,7 +24,7 @@ from abc_lightning.callbacks import AccuracyTable, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
-from abc_lightning.checkpoints import (CONFIG_KEY, check_compatible, conflicts, load_checkpoint,
+from abc_lightning.checkpoints import (CKPT_KEYWORDS, check_compatible, conflicts, flatten, load_checkpoint,
                                        stored_config)
 from abc_lightning.module import ArithmeticTransformer
 from abc_lightning.wandb_logging import make_logger
@@ -176,10 +176,10 @@ class ABCLightningCLI(LightningCLI):
     def _user_ckpt(self, subcommand: str) -> dict | None:
         """The checkpoint named by --ckpt_path, loaded safely once; None for none or a keyword."""
         ckpt_path = self.config[subcommand].get("ckpt_path")
-        if ckpt_path in ("last", "best", "hpc", "registry") and subcommand != "fit":
+        if ckpt_path in CKPT_KEYWORDS and subcommand != "fit":
             raise CheckpointError(f"--ckpt_path {ckpt_path} only names a checkpoint inside one fit; {subcommand} "
                                   "needs the file, e.g. runs/<name>/version_0/checkpoints/best.ckpt")
-        if ckpt_path is None or ckpt_path in ("last", "best", "hpc", "registry"):
+        if ckpt_path is None or ckpt_path in CKPT_KEYWORDS:
             return None
         if getattr(self, "_ckpt", None) is None:
             self._ckpt = load_checkpoint(ckpt_path)
@@ -200,7 +200,7 @@ class ABCLightningCLI(LightningCLI):
         path = next((a.split("=", 1)[1] for a in argv if a.startswith("--ckpt_path=")), None)
         if path is None and "--ckpt_path" in argv[:-1]:
             path = argv[argv.index("--ckpt_path") + 1]
-        if path is None or path in ("last", "best", "hpc", "registry"):
+        if path is None or path in CKPT_KEYWORDS:
             return argv
         self._ckpt = load_checkpoint(path)
         text = stored_config(self._ckpt)
@@ -282,7 +282,7 @@ class ABCLightningCLI(LightningCLI):
         self.trainer.loggers = [*loggers, wandb_logger]
         config = self.config[self.config.subcommand].clone()
         config.pop("wandb", None)
-        wandb_logger.log_hyperparams(_flatten(config.as_dict()))  # the resolved config, inside the W&B run
+        wandb_logger.log_hyperparams(flatten(config.as_dict()))  # the resolved config, inside the W&B run
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
         self._check_ckpt(stage, required=needs_ckpt)
@@ -385,21 +385,6 @@ def claim_folder(root: Path, version: int) -> Path:
 def launched_as_rank_zero() -> bool:
     """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
     return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    """Nested config -> ``{"model.d_model": 64, …}`` (lists of classes keep their index)."""
-    flat = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            for i, v in enumerate(value):
-                flat.update(_flatten(v, f"{name}.{i}."))
-        else:
-            flat[name] = value
-    return flat
 
 
 USER_ERRORS = (ConfigError, InputError, CheckpointError, MisconfigurationException)

@@ -211,6 +211,10 @@ class ArithmeticDataModule(L.LightningDataModule):
         operands = self.task.sample(rng, eval_size(length, n), length)
         return EncodedDataset(encode(self.task, operands, self.aligned), length)
 
+    def test_set(self, length: int, n: int) -> EncodedDataset:
+        """The test protocol's samples at ``length`` (capped at ``n``), as ``test`` decodes them."""
+        return self.length_set(length, n, salt=4)
+
     def setup(self, stage: str) -> None:
         needs_train = stage == "fit" and self._train is None
         needs_val = stage in ("fit", "validate") and not self._val
@@ -222,7 +226,7 @@ class ArithmeticDataModule(L.LightningDataModule):
             self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
         if stage == "test" and not self._test:
-            self._test = [self.length_set(length, self.test_samples, salt=4) for length in self.test_lengths]
+            self._test = [self.test_set(length, self.test_samples) for length in self.test_lengths]
         if stage == "predict" and not self._predict:
             texts = self.all_predict_inputs()
             if not texts:
