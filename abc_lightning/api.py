@@ -4,8 +4,8 @@
 >>> m = load("runs/abs_addition/version_0/checkpoints/best.ckpt")
 >>> m.predict(["123+456", "99999+1"])
 ['579', '100000']
->>> m.evaluate(lengths=[6, 60], samples=1000)
-[{'length': 6, 'samples': 1000, 'accuracy': 100.0}, {'length': 60, 'samples': 1000, 'accuracy': 100.0}]
+>>> m.evaluate(lengths=[60], samples=1000)[0]["worst"]  # also "accuracy", "worst_families", …
+100.0
 
 The checkpoint rebuilds its own run (model, positional scheme and index, task and input
 form, and the ABS window or ABC's calibrated bias), so answers are the ones ``predict``
@@ -61,15 +61,16 @@ class TrainedModel:
         return {kind: [m.weights[0].clone() for m in layers] for kind, layers in maps.items()}
 
     def evaluate(self, lengths: list[int] = (6, 10, 15, 20, 60), samples: int = 10_000,
-                 batch_size: int | None = None) -> list[dict]:
+                 batch_size: int | None = None, worst_case: bool = True) -> list[dict]:
         """The test protocol at ``lengths`` (the test sets ``test`` uses, capped at
-        ``samples`` each): rows of ``{"length", "samples", "accuracy"}`` (percent)."""
+        ``samples`` each): rows of ``{"length", "samples", "accuracy"}`` (percent), and with
+        ``worst_case`` the worst-case set's ``worst``, ``worst_samples`` and ``worst_families``."""
         from abc_lightning.data import check_lengths
 
         lengths = check_lengths("lengths", list(lengths))
         with torch.inference_mode():
             return evaluate_by_length(self.module.model, self.data, lengths, samples,
-                                      batch_size or self.data.eval_batch_size)
+                                      batch_size or self.data.eval_batch_size, worst_case)
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:

@@ -64,6 +64,20 @@ class EncodedDataset(Dataset):
         return {"src": d.src[i].long(), "tgt_in": d.tgt_in[i].long(), "tgt_out": d.tgt_out[i].long(), "tag": self.tag}
 
 
+class WorstCaseDataset(EncodedDataset):
+    """A task's worst-case set at one length (tag ``worst@L``): each batch also carries the
+    rows' ``family`` indices (into ``families``), and their ``text``."""
+
+    def __init__(self, data: Encoded, length: int, families: list[str], family: np.ndarray, texts: list[str]) -> None:
+        super().__init__(data, f"worst@{length}")
+        self.length, self.families, self.texts = length, families, texts
+        self.family = torch.as_tensor(family, dtype=torch.long)
+
+    def __getitems__(self, idx: list[int]) -> dict:
+        return {**super().__getitems__(idx), "family": self.family[torch.as_tensor(idx)],
+                "text": [self.texts[i] for i in idx]}
+
+
 class EpochShuffle(Sampler):
     """A fresh permutation each epoch, a function of (seed, epoch) alone.
 
@@ -130,6 +144,9 @@ class ArithmeticDataModule(L.LightningDataModule):
         val_split_samples: in-distribution samples from the held-out 1/8 (``val/loss``, ``val/acc``).
         test_lengths: lengths of the test protocol (``test/acc@L``).
         test_samples: the cap n in min(10^L − 10^(L−1), n).
+        worst_case: also test each test length on the task's worst-case set
+            (``test/worst@L``): hand-picked inputs, such as 99…9 + 1, that random sampling
+            almost never draws.
         eval_batch_size: batch size for greedy decoding.
         predict_inputs: expressions for ``predict``, e.g. ``["123456789+987654321"]``.
         predict_file: a text file with one ``predict`` expression per line (blank lines are
@@ -147,6 +164,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         val_split_samples: int = 1000,
         test_lengths: list[int] = [6, 10, 15, 20, 60],  # noqa: B006
         test_samples: int = 10_000,
+        worst_case: bool = True,
         eval_batch_size: int = 1000,
         predict_inputs: list[str] = [],  # noqa: B006
         predict_file: str | None = None,
@@ -165,6 +183,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.test_lengths = check_lengths("data.test_lengths", test_lengths)
         self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
         self.predict_inputs, self.predict_file = list(predict_inputs), predict_file
+        self.worst_case = worst_case
         self._train: EncodedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
@@ -215,6 +234,11 @@ class ArithmeticDataModule(L.LightningDataModule):
         """The test protocol's samples at ``length`` (capped at ``n``), as ``test`` decodes them."""
         return self.length_set(length, n, salt=4)
 
+    def worst_set(self, length: int) -> WorstCaseDataset:
+        """The task's worst-case set at ``length`` (exact, the same for every seed)."""
+        families, family, operands, texts = self.task.worst_case_set(length)
+        return WorstCaseDataset(encode(self.task, operands, self.aligned), length, families, family, texts)
+
     def setup(self, stage: str) -> None:
         needs_train = stage == "fit" and self._train is None
         needs_val = stage in ("fit", "validate") and not self._val
@@ -227,6 +251,8 @@ class ArithmeticDataModule(L.LightningDataModule):
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
         if stage == "test" and not self._test:
             self._test = [self.test_set(length, self.test_samples) for length in self.test_lengths]
+            if self.worst_case:
+                self._test += [self.worst_set(length) for length in self.test_lengths]
         if stage == "predict" and not self._predict:
             texts = self.all_predict_inputs()
             if not texts:

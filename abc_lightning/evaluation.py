@@ -6,7 +6,6 @@ import torch
 from torchmetrics import Metric
 
 
-
 class ExactMatch(Metric):
     """Fraction of samples whose whole decoded sequence equals the target (DDP-safe sums)."""
 
@@ -25,13 +24,51 @@ class ExactMatch(Metric):
         return self.correct.float() / self.total.clamp(min=1)
 
 
+class FamilyExactMatch(Metric):
+    """Exact match on a worst-case set, counted per family: ``compute()`` gives
+    ``{"all": accuracy, family: accuracy, …}`` (DDP-safe sums)."""
+
+    full_state_update = False
+
+    def __init__(self, families: list[str]) -> None:
+        super().__init__()
+        self.families = list(families)
+        self.add_state("correct", default=torch.zeros(len(families), dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("total", default=torch.zeros(len(families), dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, predicted: torch.Tensor, target: torch.Tensor, family: torch.Tensor) -> None:
+        family = family.to(self.correct.device)
+        self.correct.scatter_add_(0, family, (predicted == target).all(dim=1).long())
+        self.total.scatter_add_(0, family, torch.ones_like(family))
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        rates = self.correct.float() / self.total.clamp(min=1)
+        overall = self.correct.sum().float() / self.total.sum().clamp(min=1)
+        return {"all": overall, **{name: rates[i] for i, name in enumerate(self.families)}}
+
+
+def percent(value) -> float:
+    return round(100.0 * float(value), 2)
+
+
 def rows_from_metrics(metrics: dict, prefix: str) -> list[dict]:
-    """``{"test/acc@60": 0.99, …}`` -> ``[{"length": 60, "accuracy": 99.0}, …]`` sorted by length."""
-    rows = []
+    """``{"test/acc@60": 0.99, "test/worst@60": 0.5, "test/worst@60/all_nines": 0, …}`` ->
+    ``[{"length": 60, "accuracy": 99.0, "worst": 50.0, "worst_families": {"all_nines": 0.0}}, …]``
+    sorted by length (the worst-case keys only where the worst-case set was tested)."""
+    rows: dict[int, dict] = {}
     for key, value in metrics.items():
-        if key.startswith(f"{prefix}/acc@"):
-            rows.append({"length": int(key.split("@")[1]), "accuracy": round(100.0 * float(value), 2)})
-    return sorted(rows, key=lambda r: r["length"])
+        kind, _, rest = key.removeprefix(f"{prefix}/").partition("@")
+        if not key.startswith(f"{prefix}/") or kind not in ("acc", "worst") or not rest:
+            continue
+        length, _, family = rest.partition("/")
+        row = rows.setdefault(int(length), {"length": int(length)})
+        if kind == "acc":
+            row["accuracy"] = percent(value)
+        elif family:
+            row.setdefault("worst_families", {})[family] = percent(value)
+        else:
+            row["worst"] = percent(value)
+    return sorted((r for r in rows.values() if "accuracy" in r), key=lambda r: r["length"])
 
 
 def answer_of(task, tokens: list[int]) -> str:
@@ -74,18 +111,30 @@ def decode_batch(model, task, batch: dict) -> list[dict]:
     return rows
 
 
-def evaluate_by_length(model, dm, lengths: list[int], samples: int, batch_size: int = 1000) -> list[dict]:
+def evaluate_by_length(model, dm, lengths: list[int], samples: int, batch_size: int = 1000,
+                       worst_case: bool = True) -> list[dict]:
     """The test protocol: ``[{"length", "samples", "accuracy"}]`` with min(10^L − 10^(L−1),
-    ``samples``) inputs of exactly L digits each (the test sets of ``dm``), exact match."""
+    ``samples``) inputs of exactly L digits each (the test sets of ``dm``), exact match;
+    with ``worst_case`` also ``worst`` (the worst-case set), ``worst_samples`` and
+    ``worst_families`` (accuracy per family), as ``test`` reports them."""
+    device = next(model.parameters()).device
     rows = []
     for length in lengths:
-        data = dm.test_set(length, samples).data
-        metric = ExactMatch()
-        for start in range(0, data.src.shape[0], batch_size):
-            src = data.src[start : start + batch_size].long()
-            target = data.tgt_out[start : start + batch_size].long()
-            metric.update(model.generate(src.to(next(model.parameters()).device), steps=target.shape[1]).cpu(),
-                          target)
-        rows.append({"length": length, "samples": int(metric.total),
-                     "accuracy": round(100.0 * float(metric.compute()), 2)})
+        sets = [dm.test_set(length, samples)] + ([dm.worst_set(length)] if worst_case else [])
+        row = {"length": length}
+        for ds in sets:
+            families = getattr(ds, "families", None)
+            metric = ExactMatch() if families is None else FamilyExactMatch(families)
+            data = ds.data
+            for start in range(0, data.src.shape[0], batch_size):
+                part = slice(start, start + batch_size)
+                target = data.tgt_out[part].long()
+                predicted = model.generate(data.src[part].long().to(device), steps=target.shape[1]).cpu()
+                metric.update(predicted, target, *([] if families is None else [ds.family[part]]))
+            if families is None:
+                row.update(samples=int(metric.total), accuracy=percent(metric.compute()))
+            else:
+                result = {name: percent(value) for name, value in metric.compute().items()}
+                row.update(worst=result.pop("all"), worst_samples=len(ds), worst_families=result)
+        rows.append(row)
     return rows

@@ -10,7 +10,7 @@ from torch import nn
 from abc_lightning import vocab
 from abc_lightning.checkpoints import check_compatible, load_checkpoint
 from abc_lightning.errors import CheckpointError, ConfigError
-from abc_lightning.evaluation import ExactMatch, decode_batch
+from abc_lightning.evaluation import ExactMatch, FamilyExactMatch, answer_of, decode_batch
 from abc_lightning.model.positional import PositionalScheme
 from abc_lightning.model.positions import PositionIndex
 from abc_lightning.model.transformer import Seq2SeqTransformer
@@ -53,6 +53,7 @@ class ArithmeticTransformer(L.LightningModule):
         self.val_metrics = nn.ModuleDict()
         self.test_metrics = nn.ModuleDict()
         self.predictions: list[dict] = []
+        self.worst_failures: dict[tuple[int, str], dict] = {}  # the first wrong answer per (length, family)
         self._init_weights: tuple[str, dict] | None = None
 
     def setup(self, stage: str) -> None:
@@ -64,6 +65,10 @@ class ArithmeticTransformer(L.LightningModule):
             self.warm_start()
         self.val_metrics = nn.ModuleDict({str(n): ExactMatch() for n in ["val", *dm.val_lengths]})
         self.test_metrics = nn.ModuleDict({str(n): ExactMatch() for n in dm.test_lengths})
+        for ds in dm._test if stage == "test" else []:
+            if hasattr(ds, "families"):
+                self.test_metrics[ds.tag] = FamilyExactMatch(ds.families)
+        self.worst_failures = {}
 
     # ---- training -------------------------------------------------------------------
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -83,6 +88,10 @@ class ArithmeticTransformer(L.LightningModule):
         tag, n = batch["tag"], batch["src"].shape[0]
         predicted = self.model.generate(batch["src"], steps=batch["tgt_out"].shape[1])
         metric = metrics[str(tag)]
+        if "family" in batch:  # a worst-case set: logged per family at the epoch's end
+            metric.update(predicted, batch["tgt_out"], batch["family"])
+            self._note_failures(batch, predicted, metric.families)
+            return
         metric.update(predicted, batch["tgt_out"])
         name = f"{stage}/acc" if tag == "val" else f"{stage}/acc@{tag}"
         self.log(name, metric, batch_size=n, add_dataloader_idx=False, prog_bar=tag == "val")
@@ -94,6 +103,27 @@ class ArithmeticTransformer(L.LightningModule):
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._evaluate(batch, "test", self.test_metrics)
+
+    def on_test_epoch_end(self) -> None:
+        """``test/worst@L`` over the whole worst-case set and ``test/worst@L/<family>``."""
+        for tag, metric in self.test_metrics.items():
+            if isinstance(metric, FamilyExactMatch):
+                for family, value in metric.compute().items():
+                    self.log(f"test/{tag}" + ("" if family == "all" else f"/{family}"), value)
+                metric.reset()
+
+    def _note_failures(self, batch: dict, predicted: torch.Tensor, families: list[str]) -> None:
+        """Keep the first wrong answer of each worst-case family, to show in the results."""
+        length = int(batch["tag"].split("@")[1])
+        task = self.trainer.datamodule.task
+        wrong = (predicted != batch["tgt_out"]).any(dim=1).nonzero().flatten().tolist()
+        for i in wrong:
+            family = families[int(batch["family"][i])]
+            if (length, family) not in self.worst_failures:
+                self.worst_failures[(length, family)] = {
+                    "length": length, "family": family, "input": batch["text"][i],
+                    "output": answer_of(task, predicted[i].tolist()),
+                    "expected": answer_of(task, batch["tgt_out"][i].tolist())}
 
     def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> list[dict]:
         rows = decode_batch(self.model, self.trainer.datamodule.task, batch)

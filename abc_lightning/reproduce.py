@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 LENGTHS = [6, 10, 15, 20, 60, 600]
 LONG_LENGTHS, LONG_SAMPLES = [600], 1000  # beyond the paper's protocol, on fewer samples
+WORST_LENGTHS = [60, 600]  # the worst-case columns of the tables
 
 class Cell(NamedTuple):
     """One row of a reproduction table."""
@@ -183,24 +184,31 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
         record["warm_start"] = {"cell": cell.warm_start, "train_seconds": source["train_seconds"],
                                 "steps": source["steps"]}
     if cell.curve:
-        record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES)[0]
+        record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
+                                    ["--data.worst_case=false"])[0]
     if cell.long:
         record["rows"] += test_cell(cell, out_dir, extra, "long", LONG_LENGTHS, LONG_SAMPLES)[0]
     return record
 
 
 def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths: list[int] | None = None,
-              samples: int | None = None) -> tuple[list[dict], float]:
+              samples: int | None = None, more: list[str] = ()) -> tuple[list[dict], float]:
     """Test the cell's fitted checkpoint (on the config's lengths, or on ``lengths``):
-    the accuracy rows and the wall seconds."""
+    the accuracy rows (with the worst-case figures of each length) and the wall seconds.
+    The first wrong answer of each failing worst-case family goes with the rows' length."""
     ckpt = out_dir / "runs" / cell.key / "fit" / "checkpoints" / f"{cell.checkpoint}.ckpt"
     if not ckpt.exists():
         raise RuntimeError(f"{ckpt} is missing: re-run the cell with --force")
     cmd = cell_command(cell, out_dir, extra, "test", version) + ["--ckpt_path", str(ckpt)]
     if lengths is not None:
         cmd += [f"--data.test_lengths={lengths}", f"--data.test_samples={samples}"]
-    seconds = run(cmd, out_dir / f"{cell.key}.{version}.log")
-    return json.loads((out_dir / "runs" / cell.key / version / "test_accuracy.json").read_text())["rows"], seconds
+    seconds = run(cmd + list(more), out_dir / f"{cell.key}.{version}.log")
+    record = json.loads((out_dir / "runs" / cell.key / version / "test_accuracy.json").read_text())
+    for row in record["rows"]:
+        failing = [f for f in record.get("worst_failures", []) if f["length"] == row["length"]]
+        if failing:
+            row["worst_failures"] = failing
+    return record["rows"], seconds
 
 
 def short_commit() -> str:
@@ -228,6 +236,20 @@ def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
+def worst_failure_line(cell: Cell, row: dict) -> str:
+    """``- successor / ABC, 60 digits: all_nines 0% (`99…9` gave `0`), …`` for one length."""
+    from abc_lightning.callbacks.training import short
+
+    examples = {f["family"]: f for f in row.get("worst_failures", [])}
+    parts = []
+    for family, accuracy in row["worst_families"].items():
+        if accuracy < 100:
+            f = examples.get(family)
+            parts.append(f"{family} {fmt(accuracy)}%" + (f" (`{short(f['input'], 8)}` gave `{short(f['output'], 8)}`)"
+                                                           if f else ""))
+    return f"- {cell.task} / {cell.label}, {row['length']} digits: " + "; ".join(parts)
+
+
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     previous_path = out / f"{table}.json"
     previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
@@ -242,18 +264,26 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"Regenerate: `python -m abc_lightning reproduce {table}`. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
-            f"tested there (`--long-only` adds it to finished cells).\n\n"
-            "| task | config | 6 | 10 | 15 | 20 | 60 | 600 | paper 60 | train time | command |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n")
-    lines = []
+            f"tested there (`--long-only` adds it to finished cells). "
+            f"*Worst* columns: accuracy on the task's worst-case set at that length (hand-picked inputs "
+            f"such as 99…9 + 1, the same for every seed; `data.worst_case` in the README); – where the "
+            f"cell was not tested there. Families that fail are listed under the table.\n\n"
+            f"| task | config | {' | '.join(map(str, LENGTHS))} | {' | '.join(f'worst {n}' for n in WORST_LENGTHS)} "
+            "| paper 60 | train time | command |\n"
+            f"|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
+    lines, failures = [], []
     for cell in cells:
         rec = records.get(cell.key)
         if rec is None:
-            lines.append(f"| {cell.task} | {cell.label} | not run |  |  |  |  |  | {fmt(cell.paper60)} |  "
+            blank = " |" * (len(LENGTHS) + len(WORST_LENGTHS))
+            lines.append(f"| {cell.task} | {cell.label} | not run{blank} {fmt(cell.paper60)} |  "
                          f"| `{cell.command}` |")
             continue
         acc = {r["length"]: r["accuracy"] for r in rec["rows"]}
-        cols = " | ".join(fmt(acc.get(n)) for n in LENGTHS)
+        worst = {r["length"]: r.get("worst") for r in rec["rows"]}
+        cols = " | ".join([*(fmt(acc.get(n)) for n in LENGTHS), *(fmt(worst.get(n)) for n in WORST_LENGTHS)])
+        failures += [worst_failure_line(cell, r) for r in rec["rows"] if r["length"] in WORST_LENGTHS
+                     and any(a < 100 for a in r.get("worst_families", {}).values())]
         paper = PAPER_NOTES.get(cell.key, fmt(cell.paper60))
         time_note = f"{rec['train_seconds']:.0f} s ({rec['steps']} steps)"
         if "phases" in rec:
@@ -266,6 +296,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             time_note += f"; note: {rec['note']}"
         lines.append(f"| {cell.task} | {cell.label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
     text = head + "\n".join(lines) + "\n"
+    if failures:
+        text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     (out / f"{table}.md").write_text(text)
     (out / f"{table}.json").write_text(json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None, "commits": commits, "date": date,
                                                     "cells": [records[c.key] for c in cells if c.key in records]},

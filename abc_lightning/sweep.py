@@ -172,6 +172,7 @@ def summary_rows(root: Path, combos: list[dict]) -> list[dict]:
             if record.exists():
                 data = json.loads(record.read_text())
                 row.update({f"{stage}/acc@{r['length']}": r["accuracy"] for r in data["rows"]})
+                row.update({f"{stage}/worst@{r['length']}": r["worst"] for r in data["rows"] if "worst" in r})
                 if stage == "val":
                     row["train s"], row["steps"] = data.get("seconds"), data.get("global_step")
         if (folder / "seconds").exists():
@@ -188,7 +189,8 @@ def write_summary(root: Path, spec: dict, combos: list[dict]) -> Path | None:
     if not rows:
         return None
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    acc = sorted((c for c in columns if "/acc@" in c), key=lambda c: (c.split("/")[0], int(c.split("@")[1])))
+    acc = sorted((c for c in columns if "/acc@" in c or "/worst@" in c),
+                 key=lambda c: (c.split("/")[0], c.split("/")[1].startswith("worst"), int(c.split("@")[1])))
     columns = [c for c in columns if c not in acc and c not in ("train s", "steps", "wall s")]
     columns += acc + [c for c in ("train s", "steps", "wall s") if any(c in r for r in rows)]
     root.mkdir(parents=True, exist_ok=True)

@@ -10,13 +10,19 @@ from abc_lightning.reproduce import Cell, write_table
 def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
     cells = [Cell("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
              Cell("addition", "+ T=3", "configs/abs_addition.yaml", 100.0)]
-    records = {"abs_successor": {"rows": [{"length": n, "accuracy": 100.0} for n in (6, 10, 15, 20, 60)],
-                                 "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
+    rows = [{"length": n, "accuracy": 100.0} for n in (6, 10, 15, 20)]
+    rows.append({"length": 60, "accuracy": 100.0, "worst": 96.15, "worst_families": {"all_nines": 0.0, "carry": 100.0},
+                 "worst_failures": [{"length": 60, "family": "all_nines", "input": "9" * 60, "output": "0",
+                                     "expected": "1" + "0" * 60}]})
+    records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = "| task | config | 6 | 10 | 15 | 20 | 60 | 600 | paper 60 | train time | command |"
+    header = ("| task | config | 6 | 10 | 15 | 20 | 60 | 600 | worst 60 | worst 600 | paper 60 | train time "
+              "| command |")
     assert header in text
-    assert "| successor | + T=3 | 100 | 100 | 100 | 100 | 100 | – | 100 | 42 s (1000 steps) |" in text
-    assert "| addition | + T=3 | not run |" in text
+    assert "| successor | + T=3 | 100 | 100 | 100 | 100 | 100 | – | 96.15 | – | 100 | 42 s (1000 steps) |" in text
+    assert "| addition | + T=3 | not run | | | | | | | | 100 |" in text  # 13 columns, as the header
+    failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
+    assert failing in text and "carry" not in text.split("below 100%")[1]
     saved = json.loads((tmp_path / "table1.json").read_text())
     assert [c["steps"] for c in saved["cells"]] == [1000]
 

@@ -78,10 +78,28 @@ class StopOnInterpolation(L.Callback):
         self.streak = state_dict.get("streak", 0)
 
 
-def markdown_table(rows: list[dict], title: str) -> str:
-    """Per-length rows -> a small markdown table."""
-    lines = [f"### {title}", "", "| length | samples | accuracy % |", "|---:|---:|---:|"]
-    lines += [f"| {r['length']} | {r.get('samples', '')} | {r['accuracy']:.2f} |" for r in rows]
+def short(text: str, keep: int = 24) -> str:
+    """A long input or answer, shortened in the middle: ``9999…9999 (600 chars)``."""
+    return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}…{text[-keep:]} ({len(text)} chars)"
+
+
+def markdown_table(rows: list[dict], title: str, failures: list[dict] = ()) -> str:
+    """Per-length rows -> a small markdown table, with the worst-case columns where tested
+    and, below it, the first wrong answer of each worst-case family that failed."""
+    worst = any("worst" in r for r in rows)
+    head = "| length | samples | accuracy % |" + (" worst-case inputs | worst-case % | failing families |" if worst else "")
+    lines = [f"### {title}", "", head, "|---:|---:|---:|" + ("---:|---:|---|" if worst else "")]
+    for r in rows:
+        line = f"| {r['length']} | {r.get('samples', '')} | {r['accuracy']:.2f} |"
+        if worst:
+            failing = ", ".join(f"{name} {acc:g}" for name, acc in r.get("worst_families", {}).items() if acc < 100)
+            line += (f" {r.get('worst_samples', '')} | {r['worst']:.2f} | {failing or '–'} |" if "worst" in r
+                     else " | | |")
+        lines.append(line)
+    if failures:
+        lines += ["", "First wrong answer per worst-case family:", ""]
+        lines += [f"- {f['length']} digits, {f['family']}: `{short(f['input'])}` gave `{short(f['output'])}`, "
+                  f"expected `{short(f['expected'])}`" for f in failures]
     return "\n".join(lines) + "\n"
 
 
@@ -107,21 +125,32 @@ class AccuracyTable(L.Callback):
         sizes = {ds.tag: len(ds) for ds in (dm._val if stage == "val" else dm._test)}
         for r in rows:
             r["samples"] = sizes.get(r["length"], "")
+            if "worst" in r:
+                r["worst_samples"] = sizes.get(f"worst@{r['length']}", "")
+        failures = sorted(trainer.lightning_module.worst_failures.values(), key=lambda f: f["length"]) if stage == "test" else []
         out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         record = {"task": dm.task.name, "stage": stage, "rows": rows,
                   "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
+        if failures:
+            record["worst_failures"] = failures
+        table = markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length", failures)
         (out / f"{stage}_accuracy.json").write_text(json.dumps(record, indent=2))
-        (out / f"{stage}_accuracy.md").write_text(markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length"))
+        (out / f"{stage}_accuracy.md").write_text(table)
         sweep_record = os.environ.get("ABC_LIGHTNING_SWEEP_RECORD")  # set by the local sweep runner
         if sweep_record and Path(sweep_record).is_dir():
             (Path(sweep_record) / f"{stage}_accuracy.json").write_text(json.dumps({**record, "run_dir": str(out)}, indent=2))
         for logger in trainer.loggers:
             if hasattr(logger, "log_table") and rows:  # W&B: a table per run, so a dashboard overlays a sweep
-                data = [[r["length"], r["accuracy"], r["samples"]] for r in rows]
-                logger.log_table(key=f"{stage}/accuracy_by_length", columns=["length", "accuracy", "samples"],
-                                 data=data, step=trainer.global_step)
-        print(f"\n{markdown_table(rows, f'{dm.task.name}: {stage} accuracy by length')}written to {out}")
+                columns = ["length", "accuracy", "samples"] + (["worst_case", "worst_case_samples"]
+                                                               if "worst" in rows[0] else [])
+                data = [[r["length"], r["accuracy"], r["samples"], r.get("worst"), r.get("worst_samples")][: len(columns)]
+                        for r in rows]
+                logger.log_table(key=f"{stage}/accuracy_by_length", columns=columns, data=data, step=trainer.global_step)
+        if len(failures) > 6:  # the terminal gets the table; the file keeps every example
+            table = markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length")
+            table += f"\n{len(failures)} worst-case families failed somewhere; an example of each is in {stage}_accuracy.md\n"
+        print(f"\n{table}written to {out}")
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._write(trainer, "val")

@@ -20,6 +20,16 @@ from abc_lightning.errors import ConfigError, InputError
 POOL_MAX = 2**20
 
 
+def cycle(pattern: str, n: int) -> str:
+    """``pattern`` repeated to exactly ``n`` characters (e.g. a carry-free filler)."""
+    return (pattern * (n // len(pattern) + 1))[:n]
+
+
+def spread(length: int) -> list[int]:
+    """Sizes 1, 2, L/4, L/2, L-1 (the distinct ones in [1, L-1]): chains of every scale."""
+    return sorted({k for k in (1, 2, length // 4, length // 2, length - 1) if 1 <= k <= length - 1})
+
+
 def to_digits(values: np.ndarray, width: int, base: int = 10) -> np.ndarray:
     """Integers (int64, < base**width) -> digit array ``(n, width)``, most significant first."""
     powers = base ** np.arange(width - 1, -1, -1, dtype=np.int64)
@@ -159,6 +169,37 @@ class Task(ABC):
             return 1
         return 2 if aligned else None
 
+    # ---- worst cases --------------------------------------------------------------
+    @abstractmethod
+    def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
+        """Hand-picked hard inputs at ``length``: ``{family: [operand strings, ...]}``.
+
+        Exact and deterministic, no sampling: each family targets a way the algorithm can
+        fail that uniformly random inputs almost never reach (a carry that travels the whole
+        width, a chain stopped one digit early, an alternating parity). Empty families are
+        dropped, repeated rows kept once.
+        """
+
+    def worst_case_set(self, length: int) -> tuple[list[str], np.ndarray, list[np.ndarray], list[str]]:
+        """The worst-case set at ``length``: family names, the family index of each row,
+        the operand digit arrays (padded as the random set at ``length``) and each row's
+        expression as a person writes it."""
+        families = {name: list(dict.fromkeys(rows)) for name, rows in self.worst_cases(length).items() if rows}
+        names = list(families)
+        rows = [(i, parts) for i, name in enumerate(names) for parts in families[name]]
+        width = self.eval_width(length)
+        columns = list(zip(*(self.operands_from_text(list(parts), width) for _, parts in rows)))
+        operands = [np.concatenate(col) for col in columns]
+        return names, np.array([i for i, _ in rows]), operands, [self.expression(parts) for _, parts in rows]
+
+    def expression(self, parts: tuple[str, ...]) -> str:
+        """Operand strings -> the input as typed, e.g. ``("123", "456")`` -> ``"123+456"``."""
+        return vocab.SYMBOLS[self.operator].join(parts) if self.operator is not None else parts[0]
+
+    def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
+        """Operand strings -> one-row digit arrays, each padded to ``width``."""
+        return [pad_left(np.array([[int(c) for c in part]]), width) for part in parts]
+
     # ---- predict ------------------------------------------------------------------
     def parse(self, text: str) -> list[np.ndarray]:
         """A user expression such as ``"123+456"`` -> operand digit arrays, padded."""
@@ -168,11 +209,7 @@ class Task(ABC):
                 f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"
             )
         parts = re.split(r"[+*]", cleaned)
-        width = max(self.train_width, *(len(p) + 1 for p in parts[: self.arity]))
-        if self.arity == 2 and self.operator == vocab.TIMES:
-            a = pad_left(np.array([[int(c) for c in parts[0]]]), width)
-            return [a, np.array([[int(parts[1])]])]
-        return [pad_left(np.array([[int(c) for c in p]]), width) for p in parts]
+        return self.operands_from_text(parts, max(self.train_width, *(len(p) + 1 for p in parts)))
 
     @abstractmethod
     def example_input(self) -> str:

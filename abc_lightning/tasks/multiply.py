@@ -38,6 +38,20 @@ class MultiplyBySingleDigit(Task):
         a, b = operands
         return add_columns(a, 0, scale=b)
 
+    def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
+        return [pad_left(np.array([[int(c) for c in parts[0]]]), width), np.array([[int(parts[1])]])]
+
+    def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
+        nines = "9" * length
+        return {
+            # 99…9 × m: every column carries m-1, so the ten rows hold every carry size 0..8
+            "all_nines": [(nines, str(m)) for m in range(10)],
+            # dd…d × m: one carry repeated along the whole width
+            "repeated_digits": [(d * length, str(m)) for d in "12345678" for m in range(2, 10)],
+            # ⌊(10^L − 1)/m⌋ × m = 99…9r: one wrong carry anywhere breaks a run of 9s
+            "products_of_nines": [(str((10**length - 1) // m), str(m)) for m in range(2, 10)],
+        }
+
     def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
         # the multiplier is one digit at every length: only the multiplicand grows
         return [(2, src_width - 3)] if aligned else [(1, src_width - 4)]

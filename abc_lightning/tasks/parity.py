@@ -47,6 +47,19 @@ class Parity(Task):
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
         return np.bitwise_xor.accumulate(operands[0][:, ::-1], axis=1)
 
+    def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
+        bits = self.symbols(length)  # the width of the largest length-digit number
+        half = bits // 2
+        return {
+            # the running parity flips at every bit
+            "all_ones": [("1" * bits,), ("1" * (bits - 1),)],
+            "alternating": [(("10" * bits)[:bits],), (("01" * bits)[1:bits],)],
+            # one set bit, at either end or both: the parity is decided by a single far bit
+            "single_bits": [("1" + "0" * (bits - 1),), ("1",), ("1" + "0" * (bits - 2) + "1",)] if bits > 1 else [("1",)],
+            # a long constant run of parity followed by flips, and the reverse
+            "half_ones": [("1" * half + "0" * (bits - half),), ("1" * half,)] if half else [],
+        }
+
     def example_input(self) -> str:
         return "1011"
 
