@@ -170,8 +170,9 @@ def git_commit() -> str | None:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode:
             return baked
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        # results/ is what the runs write (reproduce's records and logs), not source
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)results"], capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return baked
