@@ -371,6 +371,13 @@ def main(argv: list[str] | None = None) -> int:
                 future.result()
     records = {cell.key: json.loads((cell_dir(cell) / f"{cell.key}.json").read_text())
                for cell in cells if (cell_dir(cell) / f"{cell.key}.json").exists()}
+    table_json = out / f"{args.table}.json"
+    previous = json.loads(table_json.read_text()) if table_json.exists() else {}
+    for cell in cells:  # a record from before records kept their commit takes the table's, once, for good
+        record = records.get(cell.key)
+        if record is not None and not record.get("commit") and previous.get("commit"):
+            record.update(commit=previous["commit"], date=record.get("date") or previous.get("date"))
+            (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
     print(write_table(args.table, cells, records, out))
     curves: dict[str, dict[str, list[dict]]] = {}
     for cell in cells:

@@ -77,3 +77,16 @@ def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatc
     assert "| parity | + T=3 | – | – | – | – | 100 | 99.5 |" in Path(tmp_path / "table1.md").read_text()
     reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
     assert len(calls) == 1  # already there: not tested again
+
+
+def test_an_old_record_keeps_its_tables_commit_once_the_table_has_several(tmp_path):
+    cell_dir = tmp_path / "table1"
+    cell_dir.mkdir()
+    old = {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}
+    (cell_dir / "abs_parity.json").write_text(json.dumps(old))  # made before records kept their commit
+    (tmp_path / "table1.json").write_text(json.dumps({"commit": "aaaaaaa", "date": "2020-01-01", "cells": []}))
+    (cell_dir / "abs_nx1.json").write_text(json.dumps({**old, "commit": "bbbbbbb", "date": "2021-01-01"}))
+    assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
+    assert json.loads((cell_dir / "abs_parity.json").read_text())["commit"] == "aaaaaaa"
+    assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0  # now "several"
+    assert "`aaaaaaa` (1 cells), `bbbbbbb` (1 cells)" in (tmp_path / "table1.md").read_text()

@@ -191,7 +191,9 @@ def test_a_finished_sweep_has_a_summary_table_and_figure(tmp_path):
               "acc = 10 * a['lr'] + a['w']; "
               "json.dump({'rows': [{'length': 6, 'accuracy': 100.0}, {'length': 60, 'accuracy': acc}], "
               "'seconds': 1.5, 'global_step': 200}, "
-              f"open(os.path.join(os.environ[{sweep.RECORD_ENV!r}], 'val_accuracy.json'), 'w'))")
+              f"open(os.path.join(os.environ[{sweep.RECORD_ENV!r}], 'val_accuracy.json'), 'w')); "
+              "json.dump({'rows': [{'length': 60, 'accuracy': acc, 'worst': acc / 2}]}, "
+              f"open(os.path.join(os.environ[{sweep.RECORD_ENV!r}], 'test_accuracy.json'), 'w'))")
     path = toy_sweep(tmp_path, {"lr": {"values": [1, 2]}, "w": {"values": [0, 1, 2]}, "T": {"values": [3, 4]}}, script)
     out = tmp_path / "records"
     assert sweep.main([str(path), "--parallel", "2", "--out", str(out)]) == 0
@@ -203,6 +205,9 @@ def test_a_finished_sweep_has_a_summary_table_and_figure(tmp_path):
     for r in rows:
         assert float(r["val/acc@60"]) == 10 * float(r["lr"]) + float(r["w"])
         assert r["train s"] == "1.5" and r["steps"] == "200"
+        assert float(r["test/worst@60"]) == float(r["test/acc@60"]) / 2  # the worst-case column, beside
+    columns = list(rows[0])
+    assert columns.index("test/acc@60") < columns.index("test/worst@60") < columns.index("train s")
     assert (out / "toy" / "summary.md").read_text().count("\n| ") == 13  # header + 12 rows
     from matplotlib.image import imread
 
