@@ -173,3 +173,31 @@ def test_test_logs_the_worst_case_set_per_family_and_shows_a_failing_example(cap
     assert failure == {"length": 60, "family": "all_nines", "input": "9" * 60, "output": "9" * 53 + "0" * 7,
                        "expected": "1" + "0" * 60}
     assert "worst-case %" in out and "all_nines 0" in out
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_set_builds_at_the_longest_evaluated_length(task):
+    # Python refuses str()/int() of decimal numbers over 4,300 digits; evaluation goes to 10,000
+    from abc_lightning.data import MAX_EVAL_LENGTH
+
+    dm = ArithmeticDataModule(task=task)
+    assert len(dm.worst_set(MAX_EVAL_LENGTH)) > 0 and len(dm.test_set(MAX_EVAL_LENGTH, 2)) == 2
+
+
+def test_long_conversions_are_exact_beyond_pythons_digit_limit():
+    import sys
+
+    from abc_lightning.tasks.multiply import nines_over
+    from abc_lightning.tasks.parity import decimal_to_bits
+
+    digits = np.random.default_rng(0).integers(0, 10, size=(1, 5000))
+    digits[0, 0] = 7
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        value = int("".join(map(str, digits[0])))
+        width = value.bit_length()
+        assert int("".join(map(str, decimal_to_bits(digits, width)[0])), 2) == value
+        assert all(int(nines_over(5000, m)) == (10**5000 - 1) // m for m in range(2, 10))
+    finally:
+        sys.set_int_max_str_digits(limit)

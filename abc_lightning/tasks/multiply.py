@@ -10,6 +10,17 @@ from abc_lightning import vocab
 from abc_lightning.tasks.base import Task, add_columns, pad_left, sample_decimal, to_digits
 
 
+def nines_over(length: int, m: int) -> str:
+    """⌊(10^length − 1) / m⌋ in decimal, by long division (Python refuses str() of ints
+    over 4,300 digits, and evaluation goes to 10,000)."""
+    quotient, remainder = [], 0
+    for _ in range(length):
+        remainder = remainder * 10 + 9
+        quotient.append(str(remainder // m))
+        remainder %= m
+    return "".join(quotient).lstrip("0") or "0"
+
+
 class MultiplyBySingleDigit(Task):
     """N×1 multiplication; the second operand is one digit in 0..9.
 
@@ -49,7 +60,7 @@ class MultiplyBySingleDigit(Task):
             # dd…d × m: one carry repeated along the whole width
             "repeated_digits": [(d * length, str(m)) for d in "12345678" for m in range(2, 10)],
             # ⌊(10^L − 1)/m⌋ × m = 99…9r: one wrong carry anywhere breaks a run of 9s
-            "products_of_nines": [(str((10**length - 1) // m), str(m)) for m in range(2, 10)],
+            "products_of_nines": [(nines_over(length, m), str(m)) for m in range(2, 10)],
         }
 
     def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:

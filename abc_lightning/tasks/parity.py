@@ -13,7 +13,10 @@ def decimal_to_bits(digits: np.ndarray, width: int) -> np.ndarray:
     """Decimal digit arrays -> binary digit arrays ``(n, width)``, most significant first."""
     rows = []
     for row in digits:
-        value = int("".join(map(str, row)))
+        value = 0  # in chunks: Python refuses int() of strings over 4,300 digits
+        for start in range(0, len(row), 4000):
+            chunk = row[start : start + 4000]
+            value = value * 10 ** len(chunk) + int("".join(map(str, chunk)))
         rows.append([int(c) for c in format(value, f"0{width}b")])
     return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
