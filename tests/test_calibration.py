@@ -303,3 +303,28 @@ def test_square_segment_alignment_keeps_encoder_lines_between_operands():
     assert CalibratedLines.from_state(lines.state()).square
     with pytest.raises(ValueError, match="square"):
         extend(lines, N - 2, N)
+
+
+def test_one_model_calibrates_the_same_lines_on_one_and_two_threads():
+    # What ABC averages and the lines it keeps do not depend on the thread count (runs that
+    # were trained on different thread counts differ, but that is training, not calibration).
+    from abc_lightning.callbacks.abc import average_attention
+    from abc_lightning.data import ArithmeticDataModule
+    from abc_lightning.model.positional import Sinusoidal
+    from abc_lightning.model.transformer import Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(32, 4, 1, 2, 64, 0.0, Sinusoidal(), None).eval()
+    data = ArithmeticDataModule(task="addition").length_set(6, 256, salt=1).data
+    threads, kept = torch.get_num_threads(), []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            with torch.inference_mode():
+                a_bar = average_attention(model, data.src.long(), data.tgt_out.shape[1], "weights")["cross"][-1]
+            kept.append(calibrate(a_bar, kappa=0.5, reduce="sum").directions)
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*kept):
+        assert torch.equal(one.values, two.values)
+    assert any(torch.isfinite(d.values).any() for d in kept[0])  # some line was kept
