@@ -55,6 +55,20 @@ def quiet_third_party() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     for message in NOISE:
         warnings.filterwarnings("ignore", message=message)
+    if warnings.formatwarning is not ours_as_notices:
+        ours_as_notices.default = warnings.formatwarning
+        warnings.formatwarning = ours_as_notices
+
+
+def ours_as_notices(message, category, filename, lineno, line=None) -> str:
+    """Our own warnings (e.g. a κ no line can pass) read as one ``abc_lightning: warning:``
+    line, like the other notices; everyone else's keep Python's format."""
+    if str(filename).startswith(str(Path(__file__).resolve().parent)):
+        return f"abc_lightning: warning: {message}\n"
+    return ours_as_notices.default(message, category, filename, lineno, line)
+
+
+ours_as_notices.default = warnings.formatwarning
 
 
 def prog() -> str:

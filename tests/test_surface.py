@@ -241,3 +241,15 @@ def test_a_dry_run_checks_keys_against_the_cli(tmp_path, capsys):
 def test_the_license_is_an_spdx_string():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT"
+
+
+def test_our_warnings_read_as_one_notice_line_and_others_keep_their_format():
+    import warnings
+
+    from abc_lightning import cli
+
+    cli.quiet_third_party()
+    ours = str(Path(cli.__file__).parent / "callbacks" / "abc.py")
+    assert warnings.formatwarning("κ too high", UserWarning, ours, 311) == "abc_lightning: warning: κ too high\n"
+    theirs = warnings.formatwarning("deprecated", DeprecationWarning, "/elsewhere/lib.py", 7, line="x = 1")
+    assert theirs.startswith("/elsewhere/lib.py:7: DeprecationWarning: deprecated")
