@@ -1,6 +1,6 @@
 """LightningDataModule for the arithmetic tasks: splits, encoding, one loader per length.
 
-Protocol (DESIGN.md §2): a seeded permutation Π of [0, 2^20] split 7:1 into train and
+Protocol (the papers'): a seeded permutation Π of [0, 2^20] split 7:1 into train and
 validation; binary tasks draw both operands independently from the split. Evaluation at
 length L uses min(10^L − 10^(L−1), n) numbers of exactly L digits, greedy decoding and
 exact match over the whole output.

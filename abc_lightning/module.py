@@ -19,7 +19,7 @@ from abc_lightning.model.transformer import Seq2SeqTransformer
 class ArithmeticTransformer(L.LightningModule):
     """Encoder-decoder trained with teacher forcing, evaluated by greedy exact match per length.
 
-    Model sizes default to the papers' (DESIGN.md §3); the CPU configs use smaller ones.
+    Model sizes default to the papers'; the CPU configs use smaller ones.
     ``positional`` and ``position_index`` are chosen by class name on the CLI, e.g.
     ``--model.positional=NoPE --model.position_index=CyclicIndex --model.position_index.period=3``.
 

@@ -56,7 +56,7 @@ class Cell(NamedTuple):
         return " ".join(["python -m abc_lightning fit --config", self.config, *self.init_from(), *self.overrides])
 
 
-# Table 1 of the paper (seed 003).
+# Table 1 of the paper (Duan, Shi and Xu, Attention Bias as an Inductive Bias).
 TABLE1 = [
     Cell("successor", "Vanilla", "configs/table1/successor_vanilla.yaml", 0.0),
     Cell("successor", "+ w=1", "configs/table1/successor_w1.yaml", 100.0),
@@ -97,7 +97,7 @@ def _geometry(task: str, config: str, geometry: str, cross: int) -> Cell:
                 f"{task}_{geometry}_cross{cross}")
 
 
-# Which cross-attention window geometry works (DESIGN.md §4 leaves it to experiment).
+# Which cross-attention window geometry works (the papers leave it open).
 GEOMETRY = [
     _geometry("successor", "configs/table1/successor_nope_w1.yaml", g, 1) for g in ("trailing", "symmetric", "leading")
 ] + [

@@ -18,7 +18,7 @@ DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
 
 
 def test_t5_buckets_reproduce_seed_002_example():
-    # B = 5, D = 6: the bucket matrix printed in seed 002 for distances t - i (0 above the diagonal)
+    # B = 5, D = 6: the bucket matrix printed in Kazemnejad et al. (2023, appendix B) for distances t - i (0 above the diagonal)
     expected = [
         [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],

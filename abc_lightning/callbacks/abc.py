@@ -61,7 +61,7 @@ def reinitialize(pl_module, trainer, seed: int) -> None:
 
 
 class AttentionBiasCalibration(L.Callback):
-    """ABC (DESIGN.md §5, paper appendix D and Algorithm 1).
+    """ABC (Duan, Shi and Xu, appendix D and Algorithm 1).
 
     Args:
         threshold: in-distribution accuracy (``val/acc``) that counts as interpolating.

@@ -34,7 +34,7 @@ class PositionalScheme(nn.Module):
         cross_attention: apply the scheme's bias/rotation in cross-attention too.
     """
 
-    #: q/k projections carry bias terms (seed 004: this matters for RoPE's extrapolation).
+    #: q/k projections carry bias terms (Su 2023: this matters for RoPE's extrapolation).
     qk_bias: bool = True
 
     def __init__(self, cross_attention: bool = True) -> None:
@@ -120,7 +120,7 @@ class Rotary(PositionalScheme):
     """RoPE: rotate each consecutive pair of q/k dimensions by position × θ_k, θ_k = base^(−2k/d).
 
     The score then depends on the relative distance only. ``qk_bias`` keeps bias terms in
-    the q and k projections, which seed 004 finds makes RoPE extrapolate better.
+    the q and k projections, which Su (2023) finds makes RoPE extrapolate better.
     """
 
     def __init__(self, base: float = 10000.0, qk_bias: bool = True, cross_attention: bool = True) -> None:
@@ -165,7 +165,7 @@ class ALiBi(PositionalScheme):
 
 
 def t5_bucket(n: torch.Tensor, buckets: int, max_distance: int) -> torch.Tensor:
-    """T5's bucket of a non-negative distance n (seed 002, eq. 12): half the buckets are
+    """T5's bucket of a non-negative distance n (Kazemnejad et al. 2023, appendix B, eq. 12): half the buckets are
     exact, the rest logarithmic up to ``max_distance``, beyond which all share the last."""
     half = buckets // 2
     n = n.clamp(min=0)
@@ -209,7 +209,7 @@ class T5Relative(PositionalScheme):
 
 class Sandwich(PositionalScheme):
     """Sandwich: bias λ · Σ_k cos((t − i) θ_k), θ_k = 10000^(−2k/d'), the inner product of two
-    sinusoidal encodings (seed 004: ``aᵀ R_tᵀ R_i b`` with a = b = [√λ, 0, √λ, 0, …]). It
+    sinusoidal encodings (Su 2023: ``aᵀ R_tᵀ R_i b`` with a = b = [√λ, 0, √λ, 0, …]). It
     decays with |t − i| and so localizes attention. One bias shared by all heads."""
 
     def __init__(self, dim: int = 128, scale: float = 1.0, cross_attention: bool = True) -> None:

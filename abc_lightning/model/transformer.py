@@ -158,7 +158,7 @@ class DecoderLayer(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """The papers' encoder-decoder. Defaults follow DESIGN.md §3 (1 + 6 layers, 8 heads, d 128)."""
+    """The papers' encoder-decoder. Defaults follow the papers (1 + 6 layers, 8 heads, d 128)."""
 
     def __init__(
         self,

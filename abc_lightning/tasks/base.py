@@ -16,7 +16,7 @@ import numpy as np
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError, InputError
 
-#: The training pool is the integers in [0, 2^20] (DESIGN.md §2).
+#: The training pool is the integers in [0, 2^20], as in the papers.
 POOL_MAX = 2**20
 
 
