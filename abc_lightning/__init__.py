@@ -1,6 +1,6 @@
 """abc_lightning: length-generalizing arithmetic Transformers (ABS and ABC) in PyTorch Lightning."""
 
-__version__ = "0.1.0"
+from abc_lightning.version import __version__
 
 
 def __getattr__(name: str):

@@ -191,7 +191,7 @@ class RunInfo(L.Callback):
 
         import torch
 
-        from abc_lightning import __version__
+        from abc_lightning.version import __version__
 
         if not trainer.is_global_zero:
             return
