@@ -70,7 +70,7 @@ class WorstCaseDataset(EncodedDataset):
 
     def __init__(self, data: Encoded, length: int, families: list[str], family: np.ndarray, texts: list[str]) -> None:
         super().__init__(data, f"worst@{length}")
-        self.length, self.families, self.texts = length, families, texts
+        self.families, self.texts = families, texts
         self.family = torch.as_tensor(family, dtype=torch.long)
 
     def __getitems__(self, idx: list[int]) -> dict:

@@ -57,8 +57,10 @@ def rows_from_metrics(metrics: dict, prefix: str) -> list[dict]:
     sorted by length (the worst-case keys only where the worst-case set was tested)."""
     rows: dict[int, dict] = {}
     for key, value in metrics.items():
+        if not key.startswith(f"{prefix}/"):
+            continue
         kind, _, rest = key.removeprefix(f"{prefix}/").partition("@")
-        if not key.startswith(f"{prefix}/") or kind not in ("acc", "worst") or not rest:
+        if kind not in ("acc", "worst") or not rest:
             continue
         length, _, family = rest.partition("/")
         row = rows.setdefault(int(length), {"length": int(length)})

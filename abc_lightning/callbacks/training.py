@@ -134,9 +134,9 @@ class AccuracyTable(L.Callback):
                   "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
         if failures:
             record["worst_failures"] = failures
-        table = markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length", failures)
+        title = f"{dm.task.name}: {stage} accuracy by length"
         (out / f"{stage}_accuracy.json").write_text(json.dumps(record, indent=2))
-        (out / f"{stage}_accuracy.md").write_text(table)
+        (out / f"{stage}_accuracy.md").write_text(markdown_table(rows, title, failures))
         sweep_record = os.environ.get("ABC_LIGHTNING_SWEEP_RECORD")  # set by the local sweep runner
         if sweep_record and Path(sweep_record).is_dir():
             (Path(sweep_record) / f"{stage}_accuracy.json").write_text(json.dumps({**record, "run_dir": str(out)}, indent=2))
@@ -147,8 +147,9 @@ class AccuracyTable(L.Callback):
                 data = [[r["length"], r["accuracy"], r["samples"], r.get("worst"), r.get("worst_samples")][: len(columns)]
                         for r in rows]
                 logger.log_table(key=f"{stage}/accuracy_by_length", columns=columns, data=data, step=trainer.global_step)
-        if len(failures) > 6:  # the terminal gets the table; the file keeps every example
-            table = markdown_table(rows, f"{dm.task.name}: {stage} accuracy by length")
+        many = len(failures) > 6  # then the terminal gets the table, and the file every example
+        table = markdown_table(rows, title, () if many else failures)
+        if many:
             table += f"\n{len(failures)} worst-case families failed somewhere; an example of each is in {stage}_accuracy.md\n"
         print(f"\n{table}written to {out}")
 

@@ -50,7 +50,8 @@ class MultiplyBySingleDigit(Task):
         return add_columns(a, 0, scale=b)
 
     def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
-        return [pad_left(np.array([[int(c) for c in parts[0]]]), width), np.array([[int(parts[1])]])]
+        # the multiplier stays one digit wide
+        return super().operands_from_text(parts[:1], width) + [np.array([[int(parts[1])]])]
 
     def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
         nines = "9" * length
