@@ -1,7 +1,7 @@
 # GPU image for abc_lightning on the tested versions: Python 3.11 and every pin of constraints.txt.
 # Build: docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t abc_lightning .
 # Run:   docker run --gpus all -e WANDB_API_KEY -v "$PWD/runs:/opt/abc_lightning/runs" \
-#            abc_lightning fit --config configs/abs_parity.yaml
+#            abc_lightning fit --config configs/abs.yaml --data=Parity
 # Runs are written to /opt/abc_lightning/runs (mount it, as above, or they go with the container);
 # `reproduce` writes to /opt/abc_lightning/results (mount "$PWD/results" there).
 # W&B credentials come from the environment at run time; none are baked into the image.

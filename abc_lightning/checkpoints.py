@@ -21,8 +21,6 @@ from abc_lightning.errors import CheckpointError
 
 #: Where a checkpoint keeps the resolved config of the fit that wrote it.
 CONFIG_KEY = "abc_lightning_config"
-#: The classes that install biases: which of them, and with which options, is part of a run.
-STRATEGIES = ("AttentionWindow", "AttentionBiasCalibration")
 #: ``--ckpt_path`` values that name a checkpoint inside one fit rather than a file.
 CKPT_KEYWORDS = ("last", "best", "hpc", "registry")
 #: Settings that only change how a model is trained, not what it computes.
@@ -73,6 +71,10 @@ def stored_config(ckpt: dict) -> str | None:
     if not isinstance(text, str):
         return None
     config = yaml.safe_load(text) or {}
+    if "task" in (config.get("data") or {}):
+        raise CheckpointError("this checkpoint was written by abc_lightning 0.1, whose vocabulary had 15 tokens "
+                              "and whose configs named the task as data.task; 0.2 cannot read it: train it again "
+                              "(the same config, with data: {class_path: <Task>} and the strategy under bias:)")
     for key in FIT_CALL_KEYS:
         config.pop(key, None)
     return yaml.safe_dump(config, sort_keys=False)
@@ -100,15 +102,16 @@ def identity(config: dict, stage: str) -> dict:
             if stage == "fit" or not k.startswith(TRAINING_ONLY)}
     flat.pop("model.init_from", None)  # read once, before the first step
     data = config.get("data") or {}
-    flat.update({f"data.{k}": data.get(k) for k in ("task", "aligned")})
+    args = data.get("init_args") or {}
+    flat["data.aligned"] = args.get("aligned")
     if stage == "fit":
-        flat.update({f"data.{k}": data.get(k) for k in ("seed", "batch_size")})
-    callbacks = (config.get("trainer") or {}).get("callbacks") or []
-    for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
-        name = str((callback or {}).get("class_path", "")).rsplit(".", 1)[-1]
-        if name in STRATEGIES:
-            flat[f"strategy.{name}"] = "on"
-            flat.update(flatten(callback.get("init_args") or {}, f"strategy.{name}."))
+        flat.update({f"data.{k}": args.get(k) for k in ("seed", "batch_size")})
+    flat["data.class"] = str(data.get("class_path", "")).rsplit(".", 1)[-1]
+    bias = config.get("bias") or {}
+    if bias:  # the bias strategy, by class, and its settings
+        name = str(bias.get("class_path", "")).rsplit(".", 1)[-1]
+        flat[f"bias.{name}"] = "on"
+        flat.update(flatten(bias.get("init_args") or {}, f"bias.{name}."))
     return flat
 
 

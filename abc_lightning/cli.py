@@ -20,9 +20,10 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-from abc_lightning.callbacks import AccuracyTable, RunInfo
+from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
-from abc_lightning.data import ArithmeticDataModule
+from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
+from abc_lightning.data import ArithmeticDataModule, data_module_names
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, check_compatible, conflicts, flatten, load_checkpoint,
                                        stored_config)
@@ -77,7 +78,7 @@ def prog() -> str:
 
 
 SUBCOMMANDS = """subcommands:
-  fit        train a model (e.g. fit --config configs/abs_parity.yaml)
+  fit        train a model (e.g. fit --config configs/abs.yaml --data=Parity)
   validate   validate a checkpoint on the validation sets
   test       the paper's test protocol on a checkpoint (--ckpt_path)
   predict    answer your own inputs with a checkpoint (--data.predict_inputs)
@@ -102,11 +103,19 @@ def concise(message: str) -> str:
         from abc_lightning.model.positional import PositionalScheme
         from abc_lightning.model.positions import PositionIndex
 
-        bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex}
+        bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex,
+                 "data": ArithmeticDataModule, "bias": BiasStrategy}
         known = _known_classes(bases[key.group(1)]) if key.group(1) in bases else []
         hint = f"; choose one of {known}" if known else ""
         return f"{key.group(1)}: unknown class {path.group(1)!r}{hint}"
     lines = [ln.strip(" -") for ln in message.splitlines() if ln.strip(" -")]
+    problem = re.search(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)", message)
+    if key and problem:  # a class was found, but not its option: name the option
+        detail = problem.group(2).strip()
+        if key.group(1) == "data" and "'task'" in detail:
+            return ("data.task is gone since abc_lightning 0.2: choose the task's data module by class, e.g. "
+                    f"--data=Addition (YAML data: {{class_path: Addition}}); one of {data_module_names()}")
+        return f"{key.group(1)} ({problem.group(1).rsplit('.', 1)[-1]}): {detail}"
     if key:
         detail = next((ln for ln in lines if ln.startswith("Expected")), lines[-1])
         return f"{key.group(1)}: {detail}"
@@ -123,6 +132,10 @@ class ConciseParser(LightningArgumentParser):
         sys.exit(2)
 
 
+#: The bias strategies' class names (the ``bias`` slot's choices).
+BIAS_STRATEGIES = tuple(_known_classes(BiasStrategy))
+
+
 class ABCLightningCLI(LightningCLI):
     """LightningCLI with the result table always on and checkpoints checked before use."""
 
@@ -130,6 +143,7 @@ class ABCLightningCLI(LightningCLI):
         super().__init__(
             ArithmeticTransformer,
             ArithmeticDataModule,
+            subclass_mode_data=True,  # one data module per task, chosen by class name: --data=Addition
             args=args,
             run=run,
             save_config_callback=RunConfig,  # config.yaml in each run's own folder, whatever the logger
@@ -161,6 +175,10 @@ class ABCLightningCLI(LightningCLI):
                 raise
             raise ConfigError(f"trainer: {str(exc).strip().splitlines()[0]}") from None
 
+    def _instantiate_trainer(self, config: dict, callbacks: list) -> "Trainer":  # noqa: F821
+        # an empty ``bias`` slot (no strategy) is None among the extra callbacks
+        return super()._instantiate_trainer(config, [c for c in callbacks if c is not None])
+
     def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
         parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
         if subcommand in ("validate", "test"):
@@ -174,6 +192,11 @@ class ABCLightningCLI(LightningCLI):
             raise ConfigError(f"trainer.accelerator={accelerator}, but torch sees no CUDA GPU here; "
                               "use --trainer.accelerator=auto or cpu")
         callbacks = trainer.get("callbacks") or []
+        misplaced = [str(c.class_path).rsplit(".", 1)[-1] for c in callbacks
+                     if str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] in BIAS_STRATEGIES]
+        if misplaced:
+            raise ConfigError(f"{misplaced[0]} is a bias strategy: give it as bias (YAML 'bias: {{class_path: "
+                              f"{misplaced[0]}, init_args: …}}', or --bias={misplaced[0]}), not in trainer.callbacks")
         has_bar = any("Progress" in str(getattr(c, "class_path", "")) for c in callbacks)
         if trainer.get("enable_progress_bar") is not False and not has_bar and not sys.stdout.isatty():
             # piped or redirected: plain lines instead of carriage returns and cursor codes
@@ -182,6 +205,8 @@ class ABCLightningCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
         parser.add_lightning_class_args(RunInfo, "run_info")
+        # The bias strategy, one slot addressed by name: --bias=AttentionWindow --bias.self_width=2
+        parser.add_lightning_class_args(BiasStrategy, "bias", subclass_mode=True, required=False)
         parser.add_argument("--wandb.mode", type=str, default="auto",
                             help="W&B beside the run's CSV/TensorBoard logs: auto (online if usable, else offline), "
                                  "online, offline or disabled")

@@ -1,4 +1,9 @@
-"""LightningDataModule for the arithmetic tasks: splits, encoding, one loader per length.
+"""LightningDataModules for the arithmetic tasks: splits, encoding, one loader per length.
+
+Each registered task has its own data module, a thin subclass of
+:class:`ArithmeticDataModule` named after it and chosen by class name like every other
+variant: ``--data=Addition``, ``--data=Nx1``, ``--data=Parity`` (YAML: ``data: {class_path:
+Addition, init_args: {aligned: true}}``).
 
 Protocol (the papers'): a seeded permutation Π of [0, 2^20] split 7:1 into train and
 validation; binary tasks draw both operands independently from the split. Evaluation at
@@ -19,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError, InputError
 from abc_lightning.evaluation import group_inputs
-from abc_lightning.tasks import Task, get_task
+from abc_lightning.tasks import TASKS, Task, class_name
 from abc_lightning.tasks.base import POOL_MAX
 
 MAX_EVAL_LENGTH = 10_000
@@ -132,10 +137,9 @@ def check_lengths(name: str, lengths: list[int]) -> list[int]:
 
 
 class ArithmeticDataModule(L.LightningDataModule):
-    """Data for one task.
+    """Data for one task; the subclass of each task sets ``task_class``.
 
     Args:
-        task: ``successor``, ``addition``, ``parity``, ``parity_classification`` or ``nx1``.
         aligned: interleave operand digits (ABS input alignment) instead of the natural form.
         seed: seeds the permutation Π and every evaluation sample.
         batch_size: training batch size.
@@ -153,9 +157,10 @@ class ArithmeticDataModule(L.LightningDataModule):
             skipped), read after ``predict_inputs``.
     """
 
+    task_class: type[Task] | None = None
+
     def __init__(
         self,
-        task: str = "successor",
         aligned: bool = False,
         seed: int = 0,
         batch_size: int = 128,
@@ -170,7 +175,9 @@ class ArithmeticDataModule(L.LightningDataModule):
         predict_file: str | None = None,
     ) -> None:
         super().__init__()
-        self.task = get_task(task)
+        if self.task_class is None:
+            raise ConfigError(f"choose a task's data module, e.g. --data=Addition; one of {data_module_names()}")
+        self.task = self.task_class()
         self.aligned = aligned
         if aligned and self.task.arity == 1:
             self.aligned = False  # alignment only interleaves binary operands; unary input is unchanged
@@ -188,6 +195,13 @@ class ArithmeticDataModule(L.LightningDataModule):
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
         self._predict: list[dict] = []
+
+    @property
+    def train_set(self) -> Encoded:
+        """The encoded training split (after ``setup("fit")``): ``src``, ``tgt_in``, ``tgt_out``."""
+        if self._train is None:
+            self.setup("fit")
+        return self._train.data
 
     @property
     def digit_stride(self) -> int | None:
@@ -306,3 +320,29 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return DataLoader(self._predict, batch_size=None, collate_fn=_identity)  # batches grouped by length
+
+
+def data_module(task_class: type[Task]) -> type[ArithmeticDataModule]:
+    """The data module of a task: a subclass of :class:`ArithmeticDataModule` named after it."""
+    name = class_name(task_class.name)
+    doc = (f"Data for the ``{task_class.name}`` task (``--data={name}``).\n\n"
+           + (task_class.__doc__ or "").strip() + "\n\n" + ArithmeticDataModule.__doc__.split("\n", 2)[2])
+    return type(name, (ArithmeticDataModule,), {"task_class": task_class, "__module__": __name__,
+                                                "__qualname__": name, "__doc__": doc})
+
+
+def data_module_names() -> list[str]:
+    """The class names of every task's data module, in table order."""
+    return [class_name(name) for name in TASKS]
+
+
+# One data module per registered task: abc_lightning.data.Addition, abc_lightning.data.Nx1, …
+DATA_MODULES: dict[str, type[ArithmeticDataModule]] = {name: data_module(cls) for name, cls in TASKS.items()}
+globals().update({cls.__name__: cls for cls in DATA_MODULES.values()})
+
+
+def data_module_for(task: str, **kwargs) -> ArithmeticDataModule:
+    """The data module of the task named ``task`` (``"addition"``), built with ``kwargs``."""
+    if task not in DATA_MODULES:
+        raise ConfigError(f"unknown task {task!r}; choose one of {list(DATA_MODULES)}")
+    return DATA_MODULES[task](**kwargs)

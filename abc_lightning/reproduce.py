@@ -27,19 +27,20 @@ LONG_LENGTHS, LONG_SAMPLES = [600], 1000  # beyond the paper's protocol, on fewe
 WORST_LENGTHS = [60, 600]  # the worst-case columns of the tables
 
 class Cell(NamedTuple):
-    """One row of a reproduction table."""
+    """One row of a reproduction table: a base config, the task and the overrides that make the cell."""
 
     task: str
     label: str
     config: str
     paper60: float | None = None  # the paper's accuracy at 60 digits, None where it has none
-    overrides: tuple[str, ...] = ()  # CLI overrides on top of the config
-    name: str = ""  # record name; defaults to the config's stem
+    overrides: tuple[str, ...] = ()  # CLI overrides on top of the config (the task's --data=… first)
+    name: str = ""  # record name (results/<table>/<name>.json)
     curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
     checkpoint: str = "best"  # which checkpoint of the fit is tested: "best" or "last"
     home: str = ""  # table folder that owns the record; a cell shared between tables runs once
     warm_start: str = ""  # "<table>/<key>": start from that cell's best checkpoint (--model.init_from)
     long: bool = False  # also test at LONG_LENGTHS (LONG_SAMPLES each): cells that extrapolate
+    note: str = ""  # what the paper column shows where it has no number
 
     @property
     def key(self) -> str:
@@ -56,88 +57,114 @@ class Cell(NamedTuple):
         return " ".join(["python -m abc_lightning fit --config", self.config, *self.init_from(), *self.overrides])
 
 
-# Table 1 of the paper (Duan, Shi and Xu, Attention Bias as an Inductive Bias).
-TABLE1 = [
-    Cell("successor", "Vanilla", "configs/table1/successor_vanilla.yaml", 0.0),
-    Cell("successor", "+ w=1", "configs/table1/successor_w1.yaml", 100.0),
-    Cell("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
-    Cell("successor", "NoPE + w=1", "configs/table1/successor_nope_w1.yaml", 100.0),
-    Cell("addition", "Vanilla", "configs/table1/addition_vanilla.yaml", 0.0),
-    Cell("addition", "+ w=1", "configs/table1/addition_w1.yaml", 0.0),
-    Cell("addition", "+ T=3", "configs/abs_addition.yaml", 100.0),
-    Cell("addition", "NoPE + w=1", "configs/table1/addition_nope_w1.yaml", 99.35),
-    Cell("parity", "Transformer (classification)", "configs/table1/parity_classification_vanilla.yaml"),
-    Cell("parity", "Vanilla + scratchpad", "configs/table1/parity_vanilla.yaml", 0.0),
-    Cell("parity", "+ w=1", "configs/table1/parity_w1.yaml", 100.0),
-    Cell("parity", "+ T=3", "configs/abs_parity.yaml", 100.0),
-    Cell("parity", "NoPE + w=1", "configs/table1/parity_nope_w1.yaml", 100.0),
-    Cell("nx1", "Vanilla", "configs/table1/nx1_vanilla.yaml", 0.0),
-    Cell("nx1", "+ w=1", "configs/table1/nx1_w1.yaml", 0.0),
-    Cell("nx1", "+ T=3", "configs/abs_nx1.yaml", 100.0),
-    Cell("nx1", "NoPE + w=1", "configs/table1/nx1_nope_w1.yaml", 98.31),
+# ---- the cell matrix: every registered task × the rows of each table ------------------
+# A task's rows, paper figures and labels come from its class (abc_lightning/tasks/), so a new
+# task gets its cells here without a line of this file or a config changing.
+
+ABS, ABC, BASELINE = "configs/abs.yaml", "configs/abc.yaml", "configs/baseline.yaml"
+ABC_OWN = "configs/abc_{task}.yaml"  # a task whose ABC recipe differs from the preset
+NO_CPI = ("--model.position_index=null",)  # "+ w=1": the window without cyclic position indexing
+NOPE = (*NO_CPI, "--model.positional=NoPE")
+#: Table 1's "Vanilla": the plain model on Table 1's input form (aligned) and training budget.
+TABLE1_PLAIN = ("--data.aligned=true", "--trainer.max_epochs=40", "--trainer.max_time=00:00:09:00")
+TABLE1_ROWS = {  # row -> (label, config, overrides, record name)
+    "vanilla": (None, BASELINE, TABLE1_PLAIN, "{task}_vanilla"),
+    "w1": ("+ w=1", ABS, NO_CPI, "{task}_w1"),
+    "T3": ("+ T=3", ABS, (), "abs_{task}"),
+    "nope_w1": ("NoPE + w=1", ABS, NOPE, "{task}_nope_w1"),
+}
+#: Baseline schemes: label and the model overrides that choose them.
+SCHEMES = {"vanilla": ("Vanilla", ()), "learned": ("Learned", ("--model.positional=Learned",)),
+           "nope": ("NoPE", ("--model.positional=NoPE",)), "rope": ("RoPE", ("--model.positional=Rotary",)),
+           "alibi": ("ALiBi", ("--model.positional=ALiBi",)), "t5": ("T5 bias", ("--model.positional=T5Relative",)),
+           "sandwich": ("Sandwich", ("--model.positional=Sandwich",)), "fire": ("FIRE", ("--model.positional=FIRE",)),
+           "randomized": ("Randomized", ("--model.position_index=RandomizedIndex",
+                                         "--model.position_index.max_position=1024"))}
+SCHEME_LABELS = {key: label for key, (label, _) in SCHEMES.items()}
+#: Cells that do not train from scratch, and why: parity's ABC starts from Table 1's vanilla
+#: scratchpad model, which interpolates (it trains for 10 minutes before it does).
+WARM_STARTS = {"parity": "table1/parity_vanilla"}
+
+
+def data_flag(task: str) -> str:
+    from abc_lightning.tasks import class_name
+
+    return f"--data={class_name(task)}"
+
+
+def _tasks():
+    from abc_lightning.tasks import TASKS
+
+    return TASKS
+
+
+def table1_cells() -> list[Cell]:
+    cells = []
+    for name, task in _tasks().items():
+        for row in task.rows:
+            label, config, over, key = TABLE1_ROWS[row]
+            cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
+                              (data_flag(name), *over), key.format(task=name), home="table1",
+                              long=row != "vanilla", note=task.paper_note if row == "vanilla" else ""))
     # Supplementary: the CPU configs use dropout 0; the paper's 0.3 matters for sinusoidal cells.
-    Cell("successor", "+ w=1, dropout 0.3 (paper's)", "configs/table1/successor_w1.yaml", 100.0,
-         ("--model.dropout=0.3",), "successor_w1_dropout03"),
-] + [
+    cells.append(Cell("successor", "+ w=1, dropout 0.3 (paper's)", ABS, 100.0,
+                      (data_flag("successor"), *NO_CPI, "--model.dropout=0.3"), "successor_w1_dropout03",
+                      home="table1", long=True))
     # Supplementary, not in the paper: + T=3 with the encoder windowed too (w=1 each side),
     # which makes evaluation linear in the length (README, "Speed").
-    Cell(task, "+ T=3, encoder window w=1 (ours)", f"configs/abs_{task}.yaml", None,
-         ("--trainer.callbacks.init_args.encoder_width=1",), f"{task}_T3_encoder_w1")
-    for task in ("successor", "addition", "parity", "nx1")
-]
-TABLE1 = [cell._replace(long=cell.label not in ("Vanilla", "Vanilla + scratchpad", "Transformer (classification)"),
-                        home="table1") for cell in TABLE1]
-PAPER_NOTES = {"parity_classification_vanilla": "52.0 / 52.6 at any length (Delétang / Ruoss)",
-               "abc_parity": "– (the paper's vanilla model does not interpolate parity)"}
+    cells += [Cell(name, "+ T=3, encoder window w=1 (ours)", ABS, None, (data_flag(name), "--bias.encoder_width=1"),
+                   f"{name}_T3_encoder_w1", home="table1", long=True)
+              for name, task in _tasks().items() if "T3" in task.rows]
+    return cells
 
 
-def _geometry(task: str, config: str, geometry: str, cross: int) -> Cell:
-    over = (f"--trainer.callbacks.init_args.geometry={geometry}", f"--trainer.callbacks.init_args.cross_width={cross}")
-    return Cell(task, f"NoPE, self w=1, cross {geometry} w={cross}", config, None, over,
-                f"{task}_{geometry}_cross{cross}")
+def geometry_cells() -> list[Cell]:
+    """Which cross-attention window geometry works (the papers leave it open)."""
+    runs = [("successor", g, 1) for g in ("trailing", "symmetric", "leading")]
+    runs += [("addition", g, w) for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1))]
+    return [Cell(task, f"NoPE, self w=1, cross {g} w={w}", ABS, None,
+                 (data_flag(task), *NOPE, f"--bias.geometry={g}", f"--bias.cross_width={w}"), f"{task}_{g}_cross{w}")
+            for task, g, w in runs]
 
 
-# Which cross-attention window geometry works (the papers leave it open).
-GEOMETRY = [
-    _geometry("successor", "configs/table1/successor_nope_w1.yaml", g, 1) for g in ("trailing", "symmetric", "leading")
-] + [
-    _geometry("addition", "configs/table1/addition_nope_w1.yaml", g, w)
-    for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1))
-]
+def baseline_cells() -> list[Cell]:
+    """Every task × scheme, natural input form (Figure 1, Tables 1 and 3)."""
+    return [Cell(name, label, BASELINE, task.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
+                 curve=True, home="baselines")
+            for name, task in _tasks().items() if task.baselines for key, (label, over) in SCHEMES.items()]
+
+
+def table3_cells() -> list[Cell]:
+    """Table 3: ABC against the baselines that fail, natural input form. The baseline rows are
+    cells of the baselines table (run once, shared) for the schemes the paper reports. An ABC
+    cell is the documented command: one fit interpolates, calibrates and retrains; it is
+    tested on the model at the end of retraining (the lowest validation loss can belong to
+    the interpolation phase, before any bias exists)."""
+    tasks = _tasks()
+    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
+    for name, task in tasks.items():
+        if task.abc:
+            own = ABC_OWN.format(task=name)
+            config, over = (own, ()) if (ROOT / own).exists() else (ABC, (data_flag(name),))
+            label = "ABC" if "ABC" in task.paper_abc else "ABC (beyond the paper)"
+            rows.append(Cell(name, label, config, task.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
+                             curve=True, warm_start=WARM_STARTS.get(name, ""), long=True,
+                             note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
+    return rows
+
+
+TABLES = {"table1": table1_cells, "geometry": geometry_cells, "baselines": baseline_cells, "table3": table3_cells}
+
+
+def all_cells() -> list[Cell]:
+    return [cell for make in TABLES.values() for cell in make()]
+
+
 CURVE_LENGTHS = list(range(1, 61))
 CURVE_SAMPLES = 500
-SCHEME_LABELS = {"vanilla": "Vanilla", "learned": "Learned", "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi",
-                 "t5": "T5 bias", "sandwich": "Sandwich", "fire": "FIRE", "randomized": "Randomized"}
-# Table 3 of the paper (accuracy at 60); None where it has no number for that scheme.
-PAPER_BASELINES = {("successor", "vanilla"): 0.0, ("successor", "rope"): 0.0, ("successor", "alibi"): 0.0,
-                   ("addition", "vanilla"): 0.0, ("addition", "rope"): 0.0, ("addition", "alibi"): 0.0,
-                   ("nx1", "vanilla"): 0.0, ("nx1", "rope"): 0.0}
-# Baselines in the natural input form (Figure 1, Tables 1 and 3); every task × scheme.
-BASELINES = [
-    Cell(task, label, f"configs/baselines/{task}_{key}.yaml", PAPER_BASELINES.get((task, key)), curve=True,
-         home="baselines")
-    for task in ("successor", "addition", "nx1", "parity") for key, label in SCHEME_LABELS.items()
-]
-# Table 3 of the paper: ABC against the baselines that fail, natural input form.
-# The baseline rows are the cells of the baselines table (run once, shared). An ABC cell is
-# the documented command: one fit interpolates from scratch, calibrates and retrains.
-TABLE3 = [
-    cell for cell in BASELINES
-    if (cell.task, cell.key.split("_", 1)[1]) in PAPER_BASELINES
-] + [
-    # ABC is tested on the model at the end of retraining: the lowest validation loss can
-    # belong to the interpolation phase, before any bias exists.
-    Cell(task, "ABC", f"configs/abc_{task}.yaml", paper60, checkpoint="last", curve=True, long=True)
-    for task, paper60 in (("successor", 100.0), ("addition", 99.8), ("nx1", 100.0))
-] + [
-    # Beyond the paper: ABC on parity, warm-started from our vanilla scratchpad model of
-    # Table 1, which interpolates (it trains for 10 minutes before it does).
-    Cell("parity", "ABC (beyond the paper)", "configs/abc_parity.yaml", None, checkpoint="last", curve=True,
-         warm_start="table1/parity_vanilla", long=True),
-]
-TABLES = {"table1": TABLE1, "geometry": GEOMETRY, "baselines": BASELINES, "table3": TABLE3}
-ALL_CELLS = [cell for table in TABLES.values() for cell in table]
 
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout the configs live in
 
 RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run (set by --jobs), recorded with each cell
 
@@ -283,7 +310,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         cols = " | ".join([*(fmt(acc.get(n)) for n in LENGTHS), *(fmt(worst.get(n)) for n in WORST_LENGTHS)])
         failures += [worst_failure_line(cell, r) for r in rec["rows"] if r["length"] in WORST_LENGTHS
                      and any(a < 100 for a in r.get("worst_families", {}).values())]
-        paper = PAPER_NOTES.get(cell.key, fmt(cell.paper60))
+        paper = cell.note or fmt(cell.paper60)
         time_note = f"{rec['train_seconds']:.0f} s ({rec['steps']} steps)"
         if "phases" in rec:
             p = rec["phases"]
@@ -307,7 +334,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m abc_lightning reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("table", choices=sorted(TABLES))
-    parser.add_argument("--only", nargs="*", default=None, help="config paths or stems to run (default: all)")
+    parser.add_argument("--only", nargs="*", default=None, help="cell names to run (default: all)")
     parser.add_argument("--force", action="store_true", help="re-run cells that already have results")
     parser.add_argument("--results", default="results", help="output folder (default: results)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild the table from finished cells")
@@ -319,11 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    cells = TABLES[args.table]
+    cells = TABLES[args.table]()
     out = Path(args.results)
     if args.jobs < 1:
         parser.exit(2, f"abc_lightning: error: --jobs must be >= 1, got {args.jobs}\n")
-    unknown = [name for name in args.only or [] if not any(name in (c.config, c.key) for c in cells)]
+    unknown = [name for name in args.only or [] if not any(name == c.key for c in cells)]
     if unknown or args.only == []:
         known = ", ".join(c.key for c in cells)
         parser.exit(2, f"abc_lightning: error: --only {' '.join(unknown) or '(nothing)'}: no such cell in "
@@ -339,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         RUN_INFO.update(threads=os.environ.get("OMP_NUM_THREADS", "all"))
 
     def wanted(cell: Cell) -> bool:
-        return args.only is None or cell.config in args.only or cell.key in args.only
+        return args.only is None or cell.key in args.only
 
     def todo(cell: Cell) -> bool:
         return wanted(cell) and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
@@ -363,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Warm-started cells wait for the cells they start from; those run first, if needed.
     needed = {c.warm_start for c in cells if c.warm_start and todo(c)}
-    first = [c for c in ALL_CELLS if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
+    first = [c for c in all_cells() if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
     for stage in ([*dict.fromkeys([*first, *(c for c in cells if todo(c) and not c.warm_start)])],
                   [c for c in cells if todo(c) and c.warm_start]):
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

@@ -2,7 +2,7 @@
 
     python benchmarks/predict.py [--ckpt PATH] [--inputs 2000] [--digits 60] [--threads 1]
 
-Without ``--ckpt`` it trains the addition + T=3 cell (``configs/abs_addition.yaml``, stopped by
+Without ``--ckpt`` it trains the addition + T=3 cell (``configs/abs.yaml --data=Addition``, stopped by
 its own interpolation rule) into ``runs/bench_predict/`` once, and reuses it on later calls.
 It then answers ``--inputs`` random additions of two ``--digits``-digit numbers:
 
@@ -37,8 +37,8 @@ def checkpoint(threads: int) -> Path:
     """The benchmark's ABS checkpoint, trained once."""
     ckpt = ROOT / "runs" / "bench_predict" / "fit" / "checkpoints" / "best.ckpt"
     if not ckpt.exists():
-        print("[bench] training configs/abs_addition.yaml once for a checkpoint", flush=True)
-        subprocess.run([sys.executable, "-m", "abc_lightning", "fit", "--config", "configs/abs_addition.yaml",
+        print("[bench] training configs/abs.yaml --data=Addition once for a checkpoint", flush=True)
+        subprocess.run([sys.executable, "-m", "abc_lightning", "fit", "--config", "configs/abs.yaml", "--data=Addition",
                         "--trainer.logger.init_args.save_dir", "runs", "--trainer.logger.init_args.name", "bench_predict",
                         "--trainer.logger.init_args.version", "fit", "--trainer.enable_progress_bar=false",
                         "--wandb.mode=disabled"], cwd=ROOT, check=True,

@@ -31,18 +31,14 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.biases.windows import WindowBias
 from abc_lightning.callbacks import AttentionWindow
 from abc_lightning.cli import ABCLightningCLI
+from abc_lightning.reproduce import table1_cells
 
-ENCODER_W1 = "--trainer.callbacks.init_args.encoder_width=1"
-ABS_CELLS = {  # Table 1 ABS cells: name -> config and overrides
-    f"{task}_{cell}": {"T3": [f"configs/abs_{task}.yaml"], "nope_w1": [f"configs/table1/{task}_nope_w1.yaml"],
-                       # supplementary: + T=3 with a window on the encoder too (not in the paper)
-                       "T3_encoder_w1": [f"configs/abs_{task}.yaml", ENCODER_W1]}[cell]
-    for task in ("successor", "addition", "parity", "nx1") for cell in ("T3", "nope_w1", "T3_encoder_w1")
-}
-RUN_KEYS = {"T3": "abs_{task}", "nope_w1": "{task}_nope_w1", "T3_encoder_w1": "{task}_T3_encoder_w1"}
+# Table 1's ABS cells of every registered task (+ T=3, NoPE + w=1, and + T=3 with the encoder
+# windowed too, which is not in the paper): record name -> config and overrides.
+ABS_CELLS = {cell.key: [cell.config, *cell.overrides] for cell in table1_cells()
+             if cell.label in ("+ T=3", "NoPE + w=1") or cell.key.endswith("_T3_encoder_w1")}
 
 
 def machine() -> str:
@@ -56,8 +52,7 @@ def build(config: str, *overrides: str):
     model, dm = cli.model, cli.datamodule
     for cb in cli.trainer.callbacks:
         if isinstance(cb, AttentionWindow):
-            bias = WindowBias(cb.self_width, cb.cross_width, dm.digit_stride or 1, cb.geometry, cb.encoder_width)
-            model.model.install_bias("abs_window", bias)
+            cb.apply_to(model, dm)
     return model.eval(), dm
 
 
@@ -68,7 +63,7 @@ def timed(fn) -> tuple[float, object]:
 
 
 def decode_section(lengths=(6, 60, 600, 1000)) -> list[dict]:
-    model, dm = build("configs/table1/addition_nope_w1.yaml")
+    model, dm = build(*ABS_CELLS["addition_nope_w1"])
     rows = []
     for length in lengths:
         n_fast = 1000 if length <= 60 else 200
@@ -134,8 +129,7 @@ def _batches(ds, size: int):
 
 def first_full_at_60(cell: str) -> int | None:
     """Step of the first validation at 100% on 60 digits in the Table 1 fit metrics, if present."""
-    key = RUN_KEYS[cell.split("_", 1)[1]].format(task=cell.split("_")[0])
-    path = Path("results/table1/runs") / key / "fit" / "metrics.csv"
+    path = Path("results/table1/runs") / cell / "fit" / "metrics.csv"
     if not path.exists():
         return None
     for row in csv.DictReader(path.open()):

@@ -1,6 +1,6 @@
 """Exact-match accuracy of an N×1 checkpoint split by the multiplier digit.
 
-    python scripts/accuracy_by_multiplier.py configs/baselines/nx1_sandwich.yaml <best.ckpt> [length] [--no-positions]
+    python scripts/accuracy_by_multiplier.py configs/baseline.yaml --data=Nx1 --model.positional=Sandwich <best.ckpt> [length] [--no-positions]
 
 The README's remark that N×1 Sandwich is right only when the multiplier is 0 comes from this
 (1,000 samples at 20 digits), and so do the per-multiplier figures of the ABC N×1 run with
@@ -17,15 +17,15 @@ from abc_lightning.biases.abc import load_calibrated_bias
 from abc_lightning.cli import ABCLightningCLI
 
 args = [a for a in sys.argv[1:] if a != "--no-positions"]
-config, ckpt = args[0], args[1]
-length = int(args[2]) if len(args) > 2 else 20
-cli = ABCLightningCLI(args=["--config", config, "--trainer.logger=false", "--wandb.mode=disabled"], run=False)
+length = int(args.pop()) if args[-1].isdigit() else 20
+config, overrides, ckpt = args[0], args[1:-1], args[-1]
+cli = ABCLightningCLI(args=["--config", config, *overrides, "--trainer.logger=false", "--wandb.mode=disabled"], run=False)
 cli.model.warm_start(ckpt)
 model = cli.model.model.eval()
 lines = Path(ckpt).resolve().parents[1] / "abc" / "lines.pt"
 if lines.exists():
     model.install_bias("abc", load_calibrated_bias(lines))
-model.use_positional = "--no-positions" not in sys.argv
+model.set_positional("--no-positions" not in sys.argv)
 data = cli.datamodule.length_set(length, 1000, salt=11).data
 src, target = data.src.long(), data.tgt_out.long()
 correct = (model.generate(src, target.shape[1]) == target).all(1)

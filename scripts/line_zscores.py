@@ -1,6 +1,6 @@
 """Per-layer z-scores of the strongest attention line, per head and direction.
 
-    python scripts/line_zscores.py configs/abc_nx1.yaml results/baselines/runs/nx1_vanilla/fit/checkpoints/best.ckpt
+    python scripts/line_zscores.py configs/abc.yaml --data=Nx1 results/baselines/runs/nx1_vanilla/fit/checkpoints/best.ckpt
 
 Decodes 256 training inputs with the checkpoint's model, averages cross-attention weights per
 head (as ABC does with ``source: weights``, ``reduce: sum``) and prints, for every decoder
@@ -13,18 +13,17 @@ import sys
 import torch
 
 from abc_lightning.biases.calibration import average_lines, max_z
-from abc_lightning.callbacks.abc import average_attention
+from abc_lightning.evaluation import average_attention
 from abc_lightning.cli import ABCLightningCLI
 
-config, ckpt = sys.argv[1], sys.argv[2]
-cli = ABCLightningCLI(args=["--config", config, "--trainer.logger=false", "--wandb.mode=disabled"], run=False)
+config, overrides, ckpt = sys.argv[1], sys.argv[2:-1], sys.argv[-1]
+cli = ABCLightningCLI(args=["--config", config, *overrides, "--trainer.logger=false", "--wandb.mode=disabled"], run=False)
 cli.model.warm_start(ckpt)
 model = cli.model.model.eval()
 dm = cli.datamodule
-dm.setup("fit")
-idx = torch.randperm(len(dm._train), generator=torch.Generator().manual_seed(0))[:256].tolist()
-batch = dm._train.__getitems__(idx)
-averaged = average_attention(model, batch["src"], batch["tgt_out"].shape[1], "weights")
+train = dm.train_set
+idx = torch.randperm(train.src.shape[0], generator=torch.Generator().manual_seed(0))[:256]
+averaged = average_attention(model, train.src[idx].long(), train.tgt_out.shape[1], "weights")
 for layer, a in enumerate(averaged["cross"]):
     print(f"layer {layer + 1}, cross-attention {tuple(a.shape)}")
     for delta in (1, -1, 0):

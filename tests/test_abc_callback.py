@@ -8,20 +8,31 @@ import torch
 
 from abc_lightning.biases.abc import CalibratedBias, load_calibrated_bias
 from abc_lightning.biases.calibration import CalibratedLines
+from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining
 from abc_lightning.errors import CheckpointError
 from abc_lightning.callbacks import AttentionBiasCalibration
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
-ABC = ('[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}},'
-       ' {"class_path": "abc_lightning.callbacks.AttentionBiasCalibration",'
-       '  "init_args": {"threshold": 0.0, "patience": 1, "samples": 16, "kappa_cross": 1.0}}]')
+CALLBACKS = ('--trainer.callbacks=[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", '
+             '"init_args": {"save_last": true}}, {"class_path": "abc_lightning.callbacks.AttentionHeatmaps", '
+             '"init_args": {"every_n_epochs": 0, "lengths": [6]}}]')
+PAPER_FAST = '"preset": "paper", "phases": {"threshold": 0.0, "patience": 1}, "lines": {"samples": 16, "kappa_cross": 1.0}'
+
+
+def abc(options: str = PAPER_FAST) -> list[str]:
+    """The ABC strategy in the ``bias`` slot (paper preset, calibrating after one epoch), with
+    a checkpoint and the heatmaps callback that draws the calibrated biases."""
+    return [CALLBACKS, '--bias={"class_path": "AttentionBiasCalibration", "init_args": {' + options + '}}']
+
+
+ABC = abc()
 FAST = ["--trainer.limit_train_batches=3", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
         "--model.positional=Sinusoidal", "--data.val_lengths=[6]"]
 
 
 def test_phases_run_in_one_fit_and_artifacts_are_written():
-    assert run_cli(["fit", "--config", DEBUG, f"--trainer.callbacks={ABC}", "--trainer.max_epochs=4", *FAST]) == 0
+    assert run_cli(["fit", "--config", DEBUG, *ABC, "--trainer.max_epochs=4", *FAST]) == 0
     run = Path("runs/debug/version_0")
     phases = json.loads((run / "abc" / "phases.json").read_text())
     assert phases["phase"] == "done"  # epoch 0 calibrates, epoch 1 ends the retraining
@@ -40,13 +51,13 @@ def test_phases_run_in_one_fit_and_artifacts_are_written():
     ckpt = run / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=True)["callbacks"]["AttentionBiasCalibration"]
     assert state["phase"] == "done" and state["lines"]["cross"]["m"] == 10
-    cli = ABCLightningCLI(args=["--config", DEBUG, f"--trainer.callbacks={ABC}", *FAST], run=False)
+    cli = ABCLightningCLI(args=["--config", DEBUG, *ABC, *FAST], run=False)
     cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=str(ckpt))
     assert "abc" in cli.model.model.bias_sources
 
 
 def test_resume_restores_phase_and_bias():
-    callback = AttentionBiasCalibration(samples=8)
+    callback = AttentionBiasCalibration(lines=Lines(samples=8))
     callback.load_state_dict({"phase": "retrain", "streak": 1, "seconds": {"interpolate": 3.0},
                               "lines": {"cross": CalibratedLines(2, 3, []).state()}})
     assert callback.phase == "retrain" and callback.seconds["interpolate"] == 3.0
@@ -71,7 +82,7 @@ def test_bias_artifact_loading_refuses_pickled_code_and_foreign_files(tmp_path):
 
 def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
     cli = ABCLightningCLI(args=["--config", DEBUG, "--model.dropout=0.0"], run=False)
-    callback = AttentionBiasCalibration(samples=8, retrain_dropout=0.25)
+    callback = AttentionBiasCalibration(lines=Lines(samples=8), retraining=Retraining(dropout=0.25, positional="keep"))
     dropouts = [m for m in cli.model.modules() if isinstance(m, torch.nn.Dropout)]
     callback.on_fit_start(None, cli.model)  # interpolation phase: the model's own dropout
     assert dropouts and all(m.p == 0.0 for m in dropouts)
@@ -82,12 +93,12 @@ def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
 
 def test_per_layer_biases_are_drawn_layer_by_layer(tmp_path):
     from abc_lightning.biases.calibration import calibrate
-    from abc_lightning.callbacks.abc import draw_bias_figures
-    from abc_lightning.data import ArithmeticDataModule
+    from abc_lightning.callbacks.heatmaps import draw_bias_figures
+    from abc_lightning.data import data_module_for
 
     diagonal = torch.eye(10)[None].repeat(2, 1, 1)
     lines = {"cross": [calibrate(diagonal.clone(), kappa=1.0), calibrate(diagonal.clone(), kappa=1.0)]}
-    written = draw_bias_figures(lines, ArithmeticDataModule(task="successor"), tmp_path)
+    written = draw_bias_figures(lines, data_module_for("successor"), tmp_path)
     assert sorted(p.name for p in written) == ["cross_bias_layer0.png", "cross_bias_layer0_60.png",
                                                "cross_bias_layer1.png", "cross_bias_layer1_60.png"]
     assert all(p.stat().st_size > 1000 for p in written)
@@ -98,12 +109,14 @@ def test_bad_options_are_refused_by_name():
 
     from abc_lightning.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="lineless"):
-        AttentionBiasCalibration(lineless="closed")
-    with pytest.raises(ConfigError, match="retrain_dropout"):
-        AttentionBiasCalibration(retrain_dropout=1.5)
+    with pytest.raises(ConfigError, match="preset"):
+        AttentionBiasCalibration(preset="mine")
+    with pytest.raises(ConfigError, match="retraining.dropout"):
+        AttentionBiasCalibration(retraining=Retraining(dropout=1.5))
     with pytest.raises(ConfigError, match="kinds"):
-        AttentionBiasCalibration(kinds=["crosss"])
+        AttentionBiasCalibration(lines=Lines(kinds=["crosss"]))
+    with pytest.raises(ConfigError, match="threshold"):
+        AttentionBiasCalibration(phases=Phases(threshold=1.5))
 
 
 def test_retrain_positional_none_switches_positions_off_after_calibration_and_on_test():
@@ -112,7 +125,7 @@ def test_retrain_positional_none_switches_positions_off_after_calibration_and_on
     cli = ABCLightningCLI(args=["--config", DEBUG, "--model.positional=Sinusoidal"], run=False)
     model = cli.model.model
     assert isinstance(model.positional, Sinusoidal)
-    callback = AttentionBiasCalibration(samples=8, retrain_positional="none")
+    callback = AttentionBiasCalibration(lines=Lines(samples=8), retraining=Retraining(positional="none"))
     callback.on_fit_start(None, cli.model)  # interpolating: positions on
     assert model.use_positional
     src = torch.randint(0, 10, (2, 12))
@@ -125,11 +138,10 @@ def test_retrain_positional_none_switches_positions_off_after_calibration_and_on
 
 
 def test_beyond_the_paper_options_reach_the_saved_lines_and_the_tested_model():
-    options = ('{"threshold": 0.0, "patience": 1, "samples": 16, "kappa_cross": 1.0, "per_layer": true,'
-               ' "align": "segments", "lineless": "union", "encoder_diagonal": true, "retrain_positional": "none"}')
-    callbacks = ('[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}},'
-                 ' {"class_path": "abc_lightning.callbacks.AttentionBiasCalibration", "init_args": ' + options + '}]')
-    args = ["--config", DEBUG, f"--trainer.callbacks={callbacks}", *FAST, "--data.task=addition"]
+    options = ('"preset": "paper", "phases": {"threshold": 0.0, "patience": 1}, "lines": {"samples": 16, '
+               '"kappa_cross": 1.0, "per_layer": true, "lineless": "union"}, "extension": {"align": "segments"}, '
+               '"retraining": {"encoder_diagonal": true, "positional": "none"}')
+    args = ["--config", DEBUG, *abc(options), *FAST, "--data=Addition"]
     assert run_cli(["fit", *args, "--trainer.max_epochs=3"]) == 0
     run = Path("runs/debug/version_0")
     lines = torch.load(run / "abc" / "lines.pt", weights_only=True)
@@ -149,13 +161,11 @@ def test_encoder_diagonal_and_encoder_calibration_exclude_each_other():
     from abc_lightning.errors import ConfigError
 
     with pytest.raises(ConfigError, match="encoder_diagonal"):
-        AttentionBiasCalibration(kinds=["cross", "encoder"], encoder_diagonal=True)
-    with pytest.raises(ConfigError, match="retrain_positional"):
-        AttentionBiasCalibration(retrain_positional="off")
-    with pytest.raises(ConfigError, match="align"):
-        AttentionBiasCalibration(align="left")
-    with pytest.raises(ConfigError, match="encoder_align"):
-        AttentionBiasCalibration(encoder_align="square")
+        AttentionBiasCalibration(lines=Lines(kinds=["cross", "encoder"]), retraining=Retraining(encoder_diagonal=True))
+    # a misspelt choice is refused by the command line's type check, by name
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(["fit", "--config", DEBUG, "--bias=AttentionBiasCalibration", "--bias.extension.align=left"])
+    assert exit_.value.code == 2 and not Path("runs").exists()
 
 
 def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_path):
@@ -163,8 +173,9 @@ def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_p
 
     from abc_lightning.errors import ConfigError
 
-    abc = ABC.replace('"kappa_cross": 1.0', '"kappa_cross": 1.0, "retrain_lr": 0.004, "anneal": 0.25, "retrain_patience": 1')
-    cli = ABCLightningCLI(args=["--config", DEBUG, f"--trainer.callbacks={abc}", "--trainer.max_epochs=2", *FAST,
+    options = PAPER_FAST.replace('"patience": 1', '"patience": 1, "retrain_patience": 1') + \
+        ', "retraining": {"lr": 0.004, "anneal": 0.25}'
+    cli = ABCLightningCLI(args=["--config", DEBUG, *abc(options), "--trainer.max_epochs=2", *FAST,
                                 f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false", "--wandb.mode=disabled",
                                 "--model.lr=0.001"], run=False)
     rates = []
@@ -182,7 +193,18 @@ def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_p
     assert callback.annealed and callback.phase == "retrain"
     assert cli.trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.001)
     assert callback.state_dict()["annealed"]
-    with pytest.raises(ConfigError, match="retrain_lr"):
-        AttentionBiasCalibration(retrain_lr=0.0)
+    with pytest.raises(ConfigError, match="retraining.lr"):
+        AttentionBiasCalibration(retraining=Retraining(lr=0.0))
     with pytest.raises(ConfigError, match="anneal"):
-        AttentionBiasCalibration(anneal=2.0)
+        AttentionBiasCalibration(retraining=Retraining(anneal=2.0))
+
+
+def test_presets_fill_what_a_config_leaves_out():
+    from abc_lightning.biases.recipe import PRESETS
+
+    paper = AttentionBiasCalibration(preset="paper").recipe
+    assert paper == PRESETS["paper"] and paper.lines.kappa("cross") == 4.5 and paper.lines.source == "scores"
+    mixed = AttentionBiasCalibration(preset="project", lines=Lines(kappa_self="off"),
+                                     extension=Extension(align="corner")).recipe
+    assert mixed.lines.kappa("decoder") is None and mixed.lines.kappa("cross") == 3.0  # the rest is the preset's
+    assert mixed.extension.align == "corner" and mixed.retraining == PRESETS["project"].retraining

@@ -309,13 +309,13 @@ def test_one_model_calibrates_the_same_lines_on_one_and_two_threads():
     # What ABC averages and the lines it keeps do not depend on the thread count (runs that
     # were trained on different thread counts differ, but that is training, not calibration).
     from abc_lightning.callbacks.abc import average_attention
-    from abc_lightning.data import ArithmeticDataModule
+    from abc_lightning.data import data_module_for
     from abc_lightning.model.positional import Sinusoidal
     from abc_lightning.model.transformer import Seq2SeqTransformer
 
     torch.manual_seed(0)
     model = Seq2SeqTransformer(32, 4, 1, 2, 64, 0.0, Sinusoidal(), None).eval()
-    data = ArithmeticDataModule(task="addition").length_set(6, 256, salt=1).data
+    data = data_module_for("addition").length_set(6, 256, salt=1).data
     threads, kept = torch.get_num_threads(), []
     try:
         for n in (1, 2):

@@ -13,9 +13,9 @@ from abc_lightning.cli import run_cli
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = str(ROOT / "configs" / "debug.yaml")
 FAST = ["--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", "--data.val_lengths=[6]"]
-ABC = ('[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}},'
-       ' {"class_path": "abc_lightning.callbacks.AttentionBiasCalibration",'
-       '  "init_args": {"threshold": 0.0, "patience": 1, "samples": 16, "kappa_cross": 1.0}}]')
+ABC = ['--trainer.callbacks=[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": true}}]',
+       '--bias={"class_path": "AttentionBiasCalibration", "init_args": {"preset": "paper", '
+       '"phases": {"threshold": 0.0, "patience": 1}, "lines": {"samples": 16, "kappa_cross": 1.0}}}']
 INPUTS = ["1299", "99999999", "5", "123456789012", "7"]
 
 
@@ -27,7 +27,7 @@ def abs_checkpoint() -> str:
 
 @pytest.fixture
 def abc_checkpoint() -> str:
-    assert run_cli(["fit", "--config", DEBUG, f"--trainer.callbacks={ABC}", "--trainer.max_epochs=3",
+    assert run_cli(["fit", "--config", DEBUG, *ABC, "--trainer.max_epochs=3",
                     "--trainer.limit_train_batches=3", "--model.positional=Sinusoidal", *FAST]) == 0
     return "runs/debug/version_0/checkpoints/last.ckpt"
 
@@ -44,16 +44,15 @@ def test_a_checkpoint_carries_its_resolved_config(abs_checkpoint):
     import yaml
 
     config = yaml.safe_load(load_checkpoint(abs_checkpoint)[CONFIG_KEY])
-    assert config["model"]["d_model"] == 32 and config["data"]["task"] == "successor"
+    assert config["model"]["d_model"] == 32 and config["data"]["class_path"].endswith(".Successor")
     assert config["model"]["positional"]["class_path"].endswith("NoPE")
-    names = [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]]
-    assert "AttentionWindow" in names
+    assert config["bias"]["class_path"].endswith("AttentionWindow")
 
 
 @pytest.mark.parametrize("strategy", ["abs", "abc"])
 def test_predict_from_the_checkpoint_alone_matches_predict_with_its_config(capsys, request, strategy):
     ckpt = request.getfixturevalue(f"{strategy}_checkpoint")
-    config = [f"--trainer.callbacks={ABC}", "--model.positional=Sinusoidal", *FAST] if strategy == "abc" else []
+    config = [*ABC, "--model.positional=Sinusoidal", *FAST] if strategy == "abc" else []
     alone = predicted(capsys, ["--ckpt_path", ckpt])
     with_config = predicted(capsys, ["--config", DEBUG, *config, "--ckpt_path", ckpt])
     assert [r["input"] for r in alone] == INPUTS  # in the order given, though decoded in length groups
@@ -64,9 +63,9 @@ def test_predict_from_the_checkpoint_alone_matches_predict_with_its_config(capsy
 
 
 @pytest.mark.parametrize("args,named", [
-    (["--config", str(ROOT / "configs" / "abs_parity.yaml")], "data.task (checkpoint successor, given parity)"),
+    (["--config", DEBUG, "--data=Parity"], "data.class (checkpoint Successor, given Parity)"),
     (["--model.d_model=64"], "model.d_model (checkpoint 32, given 64)"),
-    (["--trainer.callbacks.init_args.self_width=2"], "strategy.AttentionWindow.self_width (checkpoint 1, given 2)"),
+    (["--bias.self_width=2"], "bias.AttentionWindow.self_width (checkpoint 1, given 2)"),
 ])
 def test_a_conflicting_config_is_refused_with_the_keys_named(capsys, abs_checkpoint, args, named):
     assert run_cli(["predict", *args, "--ckpt_path", abs_checkpoint, '--data.predict_inputs=["1011"]']) == 2
@@ -75,7 +74,7 @@ def test_a_conflicting_config_is_refused_with_the_keys_named(capsys, abs_checkpo
 
 
 def test_resuming_a_fit_under_another_config_is_refused(capsys, abs_checkpoint):
-    args = ["fit", "--config", str(ROOT / "configs" / "abs_successor.yaml"), "--ckpt_path", abs_checkpoint]
+    args = ["fit", "--config", str(ROOT / "configs" / "abs.yaml"), "--ckpt_path", abs_checkpoint]
     assert run_cli(args) == 2
     assert "Resume with the config it was trained with" in capsys.readouterr().err
 

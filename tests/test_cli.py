@@ -17,14 +17,27 @@ DEBUG = str(ROOT / "configs" / "debug.yaml")
 def test_every_shipped_config_parses_and_builds(config):
     cli = ABCLightningCLI(args=["--config", str(config)], run=False)
     assert cli.model.model.d_model >= 1
-    assert cli.datamodule.task.name in config.read_text()
+    assert type(cli.datamodule).__name__ in config.read_text()
+
+
+def test_every_cell_reproduce_runs_parses_and_builds(monkeypatch):
+    """The cells are generated (task registry × table rows), not files: build each one."""
+    from abc_lightning import reproduce
+
+    monkeypatch.chdir(ROOT)  # the cells name configs relative to the checkout, as printed in the tables
+    for cell in reproduce.all_cells():
+        cli = ABCLightningCLI(args=["--config", cell.config, *cell.overrides, "--trainer.logger=false"], run=False)
+        assert cli.datamodule.task.name == cell.task, cell.key
 
 
 def test_abs_parity_is_the_scaffolded_cell():
-    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs_parity.yaml")], run=False)
+    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Parity"], run=False)
     windows = [cb for cb in cli.trainer.callbacks if type(cb).__name__ == "AttentionWindow"]
-    assert windows and windows[0].self_width == 1
+    assert windows and windows[0].self_width == 1 and windows[0].cross_width_for(cli.datamodule) == 1
     assert cli.model.model.position_index(4).tolist() == [0, 1, 2, 0]
+    addition = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Addition"], run=False)
+    window = next(cb for cb in addition.trainer.callbacks if type(cb).__name__ == "AttentionWindow")
+    assert window.cross_width_for(addition.datamodule) == 0 and addition.datamodule.aligned  # the task's own window
 
 
 def error_line(capsys, args):
@@ -40,9 +53,12 @@ def error_line(capsys, args):
 
 
 @pytest.mark.parametrize("override,expected", [
-    (["--data.task=division"], "unknown task 'division'"),
+    (["--data=Division"], "data: unknown class 'Division'; choose one of"),
+    (["--data.task=addition"], "data.task is gone since abc_lightning 0.2"),
     (["--model.positional=Foo"], "model.positional: unknown class 'Foo'"),
-    (["--trainer.callbacks.init_args.self_width=-1"], "w >= 0"),
+    (["--bias.self_width=-1"], "w >= 0"),
+    (["--bias.self_widht=1"], "bias (AttentionWindow): Option 'self_widht' is not accepted"),
+    (['--trainer.callbacks=[{"class_path": "abc_lightning.callbacks.AttentionWindow"}]'], "is a bias strategy"),
     (["--model.position_index=CyclicIndex", "--model.position_index.period=0"], "T must be an integer >= 1"),
     (["--data.test_lengths=[6, 0]"], "cannot produce [0]"),
     (["--data.val_lengths=[20000]"], "cannot produce [20000]"),

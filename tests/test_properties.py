@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from abc_lightning.cli import run_cli
-from abc_lightning.data import ArithmeticDataModule
+from abc_lightning.data import data_module_for
 from abc_lightning.errors import InputError
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
@@ -77,7 +77,7 @@ def malformed(task_pattern: str):
 @settings(max_examples=40, **SETTINGS)
 @given(data=st.data())
 def test_generated_malformed_predict_inputs_raise_input_error(task, data):
-    dm = ArithmeticDataModule(task=task)
+    dm = data_module_for(task)
     text = data.draw(malformed(dm.task.pattern.pattern))
     with pytest.raises(InputError, match="input"):
         dm.parse(text)
@@ -87,7 +87,7 @@ def test_generated_malformed_predict_inputs_raise_input_error(task, data):
 @given(digits=st.integers(10_001, 50_000))
 def test_huge_predict_inputs_are_refused(digits):
     with pytest.raises(InputError, match="longer than this project evaluates"):
-        ArithmeticDataModule(task="addition").parse("9" * digits + "+1")
+        data_module_for("addition").parse("9" * digits + "+1")
 
 
 @pytest.mark.slow

@@ -8,8 +8,8 @@ from abc_lightning.reproduce import Cell, write_table
 
 
 def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
-    cells = [Cell("successor", "+ T=3", "configs/abs_successor.yaml", 100.0),
-             Cell("addition", "+ T=3", "configs/abs_addition.yaml", 100.0)]
+    cells = [Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor"),
+             Cell("addition", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Addition",), "abs_addition")]
     rows = [{"length": n, "accuracy": 100.0} for n in (6, 10, 15, 20)]
     rows.append({"length": 60, "accuracy": 100.0, "worst": 96.15, "worst_families": {"all_nines": 0.0, "carry": 100.0},
                  "worst_failures": [{"length": 60, "family": "all_nines", "input": "9" * 60, "output": "0",
@@ -52,14 +52,15 @@ def test_a_warm_started_cell_runs_after_the_cell_it_starts_from(tmp_path, monkey
                         {"rows": [], "train_seconds": 0.0, "steps": 0, "command": cell.command})
     reproduce.main(["table3", "--only", "abc_parity", "--results", str(tmp_path)])
     assert seen == [("parity_vanilla", "table1"), ("abc_parity", "table3")]
-    abc = next(c for c in reproduce.TABLE3 if c.key == "abc_parity")
+    abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity")
     assert "--model.init_from=results/table1/runs/parity_vanilla/fit/checkpoints/best.ckpt" in abc.command
     seen.clear()  # the vanilla cell's record now exists under table1/: it is shared, not re-run
     reproduce.main(["table3", "--only", "abc_parity", "--force", "--results", str(tmp_path)])
     assert seen == [("abc_parity", "table3")]
     # the paper's three ABC cells are the documented command alone
-    assert next(c for c in reproduce.TABLE3 if c.key == "abc_nx1").command == \
-        "python -m abc_lightning fit --config configs/abc_nx1.yaml"
+    commands = {c.key: c.command for c in reproduce.table3_cells()}
+    assert commands["abc_successor"] == "python -m abc_lightning fit --config configs/abc_successor.yaml"
+    assert commands["abc_nx1"] == "python -m abc_lightning fit --config configs/abc.yaml --data=Nx1"
 
 
 def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatch):

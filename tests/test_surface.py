@@ -82,7 +82,8 @@ def test_positions_too_short_for_the_lengths(capsys, wandb_offline):
 
 
 def test_callbacks_check_the_data_before_the_run_starts(capsys, wandb_offline):
-    line = fails_cleanly(capsys, ["fit", "--config", str(ROOT / "configs" / "abs_successor.yaml"), "--data.task=addition"])
+    line = fails_cleanly(capsys, ["fit", "--config", str(ROOT / "configs" / "abs.yaml"), "--data=Addition",
+                                  "--data.aligned=false"])
     assert "needs aligned input" in line
 
 
@@ -152,7 +153,7 @@ def test_reproduce_refuses_work_it_cannot_do(capsys, args, expected):
 def test_rebuilding_a_table_keeps_the_commit_and_date_its_cells_were_made_at(capsys):
     out = Path("results")
     (out / "table1").mkdir(parents=True)
-    cell = reproduce.TABLE1[2]
+    cell = reproduce.table1_cells()[2]
     record = {"rows": [{"length": 6, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 10, "command": "x"}
     (out / "table1" / f"{cell.key}.json").write_text(json.dumps(record))
     (out / "table1.json").write_text(json.dumps({"commit": "abc1234", "date": "2020-01-02", "cells": [record]}))
@@ -229,7 +230,7 @@ def test_sweep_values_and_counts_are_checked_before_anything_runs(tmp_path, caps
 
 
 def test_a_dry_run_checks_keys_against_the_cli(tmp_path, capsys):
-    spec = sweep.load(ROOT / "sweeps" / "abs_parity_grid.yaml")
+    spec = sweep.load(ROOT / "sweeps" / "abs_grid.yaml")
     spec["parameters"] = {"model.lrr": {"values": [0.1]}}  # sic
     spec["command"] = [str(ROOT / c) if c.startswith("configs/") else c for c in spec["command"]]
     (tmp_path / "typo.yaml").write_text(yaml.safe_dump(spec))

@@ -21,11 +21,19 @@ def cli_args(cmd: list[str]) -> list[str]:
     return [str(ROOT / a) if a.startswith("configs/") else a for a in args]
 
 
-def test_there_is_a_grid_per_task_for_w_t_scheme_and_kappa_and_a_random_example():
+def test_there_is_a_grid_for_w_t_scheme_and_kappa_and_a_random_example():
     names = {p.stem for p in SWEEPS}
-    for task in ("successor", "addition", "nx1", "parity"):
-        assert f"abs_{task}_grid" in names and f"abc_{task}_kappa" in names
+    assert {"abs_grid", "abc_kappa"} <= names
+    for task in ("successor", "addition", "parity"):  # the tasks whose ABC recipe has a config of its own
+        assert f"abc_{task}_kappa" in names
     assert any(sweep.load(p).get("method") == "random" for p in SWEEPS)
+
+
+def test_sweeps_reach_the_bias_strategy_by_its_slot_not_its_place_in_a_list():
+    for path in SWEEPS:
+        keys = sweep.load(path)["parameters"]
+        assert not any(k.startswith("trainer.callbacks") for k in keys), path.name
+    assert "bias.self_width" in sweep.load(ROOT / "sweeps" / "abs_grid.yaml")["parameters"]
 
 
 @pytest.mark.slow
@@ -50,7 +58,7 @@ def test_every_combination_parses_with_the_real_cli(path):
 
 def test_none_would_be_rendered_as_wandb_does_and_is_rejected(capsys):
     spec = {"parameters": {"trainer.callbacks.init_args.cross_width": {"values": [None]}},
-            "command": ["python", "-m", "abc_lightning", "fit", "--config", "configs/abs_parity.yaml", "${args}"]}
+            "command": ["python", "-m", "abc_lightning", "fit", "--config", "configs/abs.yaml", "${args}"]}
     cmd = sweep.command(spec, {"trainer.callbacks.init_args.cross_width": None})
     assert cmd[-1] == "--trainer.callbacks.init_args.cross_width=None"  # what W&B's agent would pass
     with pytest.raises(ConfigError, match="null value"):
@@ -96,7 +104,7 @@ def test_bad_sweep_files_get_one_line(tmp_path, capsys):
 
 
 def test_a_misspelt_parameter_name_fails_the_parse_check():
-    spec = sweep.load(ROOT / "sweeps" / "abs_parity_grid.yaml")
-    spec["parameters"] = {"trainer.callbacks.init_args.self_widht": {"values": [1]}}  # sic
+    spec = sweep.load(ROOT / "sweeps" / "abs_grid.yaml")
+    spec["parameters"] = {"bias.self_widht": {"values": [1]}}  # sic
     with pytest.raises(SystemExit):
         ParseOnly(args=cli_args(sweep.command(spec, sweep.expand(spec)[0])))

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from abc_lightning import vocab
-from abc_lightning.data import ArithmeticDataModule, eval_size
+from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import ConfigError, InputError
 from abc_lightning.tasks import get_task
 
@@ -78,18 +78,18 @@ def test_small_lengths_enumerate_every_number():
 
 
 def test_pool_split_is_7_to_1_seeded_and_disjoint():
-    dm = ArithmeticDataModule(task="successor", seed=3)
+    dm = data_module_for("successor", seed=3)
     train, val = dm.pool_split()
     assert len(train) + len(val) == 2**20 + 1
     assert len(train) == (2**20 + 1) * 7 // 8  # 7:1
     assert not set(train[:1000]) & set(val)
-    again, _ = ArithmeticDataModule(task="successor", seed=3).pool_split()
-    other, _ = ArithmeticDataModule(task="successor", seed=4).pool_split()
+    again, _ = data_module_for("successor", seed=3).pool_split()
+    other, _ = data_module_for("successor", seed=4).pool_split()
     assert np.array_equal(train, again) and not np.array_equal(train, other)
 
 
 def test_training_numbers_are_mostly_six_digits():
-    dm = ArithmeticDataModule(task="successor")
+    dm = data_module_for("successor")
     train, _ = dm.pool_split()
     seven = (train >= 10**6).mean()
     assert 0.04 < seven < 0.05
@@ -97,11 +97,11 @@ def test_training_numbers_are_mostly_six_digits():
 
 def test_unknown_task_and_bad_lengths_are_named():
     with pytest.raises(ConfigError, match="unknown task 'division'"):
-        ArithmeticDataModule(task="division")
+        data_module_for("division")
     with pytest.raises(ConfigError, match=r"cannot produce \[0\]"):
-        ArithmeticDataModule(test_lengths=[6, 0])
+        data_module_for("successor", test_lengths=[6, 0])
     with pytest.raises(ConfigError, match="cannot produce"):
-        ArithmeticDataModule(val_lengths=[10**6])
+        data_module_for("successor", val_lengths=[10**6])
 
 
 @pytest.mark.parametrize("task,text", [("addition", "12+"), ("addition", "12*3"), ("successor", "12a"),

@@ -10,7 +10,7 @@ import torch
 
 from abc_lightning import vocab
 from abc_lightning.cli import run_cli
-from abc_lightning.data import ArithmeticDataModule
+from abc_lightning.data import data_module_for
 from abc_lightning.evaluation import evaluate_by_length
 from abc_lightning.tasks import TASKS, get_task
 from abc_lightning.tasks.base import spread
@@ -109,7 +109,7 @@ def test_random_sets_never_hold_the_chains_the_worst_case_sets_do():
     # the reason the worst-case sets exist: 10,000 random 60-digit numbers and pairs stay far
     # from a whole-width carry. A random number ends in k 9s with probability 10^-k; a carry
     # passes a random column of a sum with probability 0.55, so pairs reach ~20 (0.55^40 ≈ 4e-11).
-    dm = ArithmeticDataModule(task="successor")
+    dm = data_module_for("successor")
     digits = dm.task.sample(np.random.default_rng(0), 10_000, 60)[0]
     assert max(longest_run(carries(as_int(row), 1)) for row in digits) < 15
     add = get_task("addition").sample(np.random.default_rng(0), 10_000, 60)
@@ -145,7 +145,7 @@ class ShortCarries(torch.nn.Module):
 
 
 def test_a_model_that_drops_long_carries_is_perfect_on_random_inputs_and_caught_by_the_worst_case_set():
-    dm = ArithmeticDataModule(task="successor")
+    dm = data_module_for("successor")
     rows = evaluate_by_length(ShortCarries(), dm, [6, 60], samples=2000)
     six, sixty = rows
     assert six["accuracy"] == sixty["accuracy"] == 100.0  # the random sets cannot tell
@@ -168,7 +168,7 @@ def test_test_logs_the_worst_case_set_per_family_and_shows_a_failing_example(cap
     six, sixty = record["rows"]
     assert (six["accuracy"], sixty["accuracy"], six["worst"]) == (100.0, 100.0, 100.0)
     assert sixty["worst_families"]["all_nines"] == 0.0 and sixty["worst_families"]["trailing_nines"] < 100
-    assert sixty["worst_samples"] == len(ArithmeticDataModule(task="successor").worst_set(60))
+    assert sixty["worst_samples"] == len(data_module_for("successor").worst_set(60))
     failure = next(f for f in record["worst_failures"] if f["family"] == "all_nines")
     assert failure == {"length": 60, "family": "all_nines", "input": "9" * 60, "output": "9" * 53 + "0" * 7,
                        "expected": "1" + "0" * 60}
@@ -180,7 +180,7 @@ def test_every_set_builds_at_the_longest_evaluated_length(task):
     # Python refuses str()/int() of decimal numbers over 4,300 digits; evaluation goes to 10,000
     from abc_lightning.data import MAX_EVAL_LENGTH
 
-    dm = ArithmeticDataModule(task=task)
+    dm = data_module_for(task)
     assert len(dm.worst_set(MAX_EVAL_LENGTH)) > 0 and len(dm.test_set(MAX_EVAL_LENGTH, 2)) == 2
 
 

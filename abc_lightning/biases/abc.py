@@ -1,4 +1,5 @@
-"""The ABC bias source: calibrated lines, extended on demand to whatever size attention needs."""
+"""The ABC bias source: calibrated lines, found in averaged attention and extended on demand
+to whatever size attention needs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,53 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from abc_lightning.biases.calibration import CalibratedLines, extend
+from abc_lightning.biases.calibration import CalibratedLines, DirectionLines, calibrate, extend
+from abc_lightning.biases.recipe import Recipe
 from abc_lightning.errors import CheckpointError
+
+#: Calibrated lines per attention kind: one set shared by every layer, or one per layer.
+LinesByKind = dict[str, "CalibratedLines | list[CalibratedLines]"]
+
+
+def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe,
+                         segments: list[tuple[int, int]], heads: int) -> LinesByKind:
+    """Averaged attention ``{kind: [(H, q, k) per layer]}`` -> the calibrated lines of each
+    kind in ``recipe.lines.kinds`` (per layer, or of ``recipe.lines.layer`` alone).
+
+    ``segments`` are the growing operand spans of the input (``Task.growing_segments``),
+    used where ``recipe.extension.align`` is ``segments``.
+    """
+    ln, ext = recipe.lines, recipe.extension
+    out: LinesByKind = {}
+    for kind in ln.kinds:
+        layer_ids = range(len(averaged[kind])) if ln.per_layer else [ln.layer]
+        calibrated = []
+        for li in layer_ids:
+            a_bar = averaged[kind][li].cpu()
+            # cells the causal mask closes are not attention: they belong to no line
+            valid = torch.ones(a_bar.shape[1:], dtype=torch.bool).tril() if kind == "decoder" else None
+            # segment alignment concerns input positions: cross-attention keys, and
+            # (encoder_align: segments) both axes of encoder self-attention
+            by_segment = ext.align == "segments" and (kind == "cross" or (kind == "encoder" and
+                                                                          ext.encoder_align == "segments"))
+            calibrated.append(calibrate(a_bar, ln.directions_for(kind), None if ext.soft else ln.kappa(kind),
+                                        ln.reduce, valid, ln.vertical, ln.lineless,
+                                        segments if by_segment else None, square=kind == "encoder" and by_segment))
+        out[kind] = calibrated if ln.per_layer else calibrated[0]
+    if recipe.retraining.encoder_diagonal:
+        out["encoder"] = CalibratedLines(1, 1, [DirectionLines(1, 0, torch.zeros(heads, 1))])
+    return out
+
+
+def pack_lines(lines: LinesByKind) -> dict:
+    """Lines -> plain tensors and data (checkpoint state, ``abc/lines.pt``)."""
+    return {k: [x.state() for x in v] if isinstance(v, list) else v.state() for k, v in lines.items()}
+
+
+def unpack_lines(state: dict) -> LinesByKind:
+    """The inverse of :func:`pack_lines`."""
+    return {k: [CalibratedLines.from_state(x) for x in v] if isinstance(v, list) else CalibratedLines.from_state(v)
+            for k, v in state.items()}
 
 
 class CalibratedBias(nn.Module):
@@ -71,8 +117,7 @@ def load_calibrated_bias(path: str | Path, soft: bool = False) -> CalibratedBias
         raise CheckpointError(f"cannot load ABC bias {path}: it is corrupt or holds objects other than tensors "
                               f"and plain data, which are refused ({type(exc).__name__})") from None
     try:
-        lines = {kind: [CalibratedLines.from_state(s) for s in v] if isinstance(v, list) else CalibratedLines.from_state(v)
-                 for kind, v in state.items()}
+        lines = unpack_lines(state)
     except (AttributeError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path} is not an ABC bias file (abc/lines.pt): {exc!r}") from None
     return CalibratedBias(lines, soft=soft)

@@ -2,43 +2,51 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import lightning as L
 
 from abc_lightning.biases.windows import Geometry, WindowBias
+from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.errors import ConfigError
 
 
-class AttentionWindow(L.Callback):
+class AttentionWindow(BiasStrategy):
     """Install ABS window masks (width w) in decoder self- and cross-attention.
 
-    Self and cross widths are separate: the best cross width depends on the task (see
-    README, "cross-attention window geometry"). ``None`` leaves that attention open.
+    Self and cross widths are separate: the best cross width depends on the task's layout,
+    so by default (``cross_width: task``) each task declares its own (``Task.cross_width``:
+    1 for unary tasks, 0 for aligned binary ones). ``None`` leaves that attention open.
     The stride of the cross window is read from the data (1 unary, 2 aligned binary).
     """
 
     def __init__(
         self,
         self_width: int | None = 1,
-        cross_width: int | None = 1,
+        cross_width: int | Literal["task"] | None = "task",
         geometry: Geometry = "trailing",
         encoder_width: int | None = None,
     ) -> None:
         # Validate now, so that a bad w fails at start-up rather than after data is built.
-        WindowBias(self_width, cross_width, 1, geometry, encoder_width)
+        WindowBias(self_width, 1 if cross_width == "task" else cross_width, 1, geometry, encoder_width)
         self.self_width, self.cross_width = self_width, cross_width
         self.geometry, self.encoder_width = geometry, encoder_width
 
-    def check_data(self, datamodule) -> int:
+    def cross_width_for(self, datamodule) -> int | None:
+        """The cross width in use: the task's own unless one was given."""
+        return datamodule.task.cross_width if self.cross_width == "task" else self.cross_width
+
+    def check_data(self, datamodule) -> int:  # type: ignore[override]
         """The cross window's stride for this data; ConfigError where the input cannot take it."""
         stride = getattr(datamodule, "digit_stride", None)
-        if stride is None and self.cross_width is not None:
+        if stride is None and self.cross_width_for(datamodule) is not None:
             raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
                               "set data.aligned=true (or cross_width=null)")
         return stride or 1
 
     def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:
         """Install the window masks in ``pl_module``'s model for ``datamodule``'s input form."""
-        bias = WindowBias(self.self_width, self.cross_width, self.check_data(datamodule), self.geometry,
+        bias = WindowBias(self.self_width, self.cross_width_for(datamodule), self.check_data(datamodule), self.geometry,
                           self.encoder_width)
         pl_module.model.install_bias("abs_window", bias)
 

@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from abc_lightning.biases.calibration import CalibratedLines, extend
+from abc_lightning.callbacks.abc import AttentionBiasCalibration
 from abc_lightning.callbacks.training import run_dir
 from abc_lightning.evaluation import rows_from_metrics
 from abc_lightning.plotting import accuracy_curves, attention_heatmaps, bias_heatmaps
@@ -21,7 +23,9 @@ class AttentionHeatmaps(L.Callback):
     For one fixed sample at each of ``lengths`` it draws per-head decoder self-attention
     and cross-attention weights of decoder ``layer``, and the summed bias of each kind
     (ABS windows, ABC calibrated biases, positional score biases); it also draws the
-    validation accuracy-versus-length curve. Figures come from the pure functions of
+    validation accuracy-versus-length curve. Once ABC has calibrated, it also draws each
+    calibrated bias per head, at the training size and at 60 digits, under ``<run>/abc/``
+    (:func:`draw_bias_figures`). Figures come from the pure functions of
     :mod:`abc_lightning.plotting`; this callback only saves them as PNG files under
     ``<run>/heatmaps/`` and hands them to loggers that take images (W&B, TensorBoard).
     Rank zero only.
@@ -31,9 +35,12 @@ class AttentionHeatmaps(L.Callback):
         self.every_n_epochs, self.lengths, self.layer = every_n_epochs, list(lengths), layer
         self._seen: tuple | None = None
 
+    @staticmethod
+    def _abc(trainer) -> AttentionBiasCalibration | None:
+        return next((cb for cb in trainer.callbacks if isinstance(cb, AttentionBiasCalibration)), None)
+
     def _state(self, trainer, pl_module) -> tuple:
-        abc = next((cb for cb in trainer.callbacks if type(cb).__name__ == "AttentionBiasCalibration"), None)
-        return tuple(pl_module.model.bias_sources.keys()), getattr(abc, "phase", None)
+        return tuple(pl_module.model.bias_sources.keys()), getattr(self._abc(trainer), "phase", None)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -43,6 +50,20 @@ class AttentionHeatmaps(L.Callback):
         if periodic or state != self._seen:
             self.draw(trainer, pl_module, tag=f"epoch{trainer.current_epoch:03d}")
         self._seen = state
+        self.draw_calibrated(trainer)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.draw_calibrated(trainer)
+
+    @rank_zero_only
+    def draw_calibrated(self, trainer: L.Trainer) -> list[Path]:
+        """ABC's calibrated biases, once they exist (and once per run folder)."""
+        abc = self._abc(trainer)
+        out = run_dir(trainer) / "abc"
+        if abc is None or not abc.lines or any(out.glob("*_bias*.png")):
+            return []
+        out.mkdir(parents=True, exist_ok=True)
+        return draw_bias_figures(abc.lines, trainer.datamodule, out)
 
     @rank_zero_only
     def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, tag: str) -> list[Path]:
@@ -84,3 +105,29 @@ class AttentionHeatmaps(L.Callback):
                     logger.experiment.add_figure(f"heatmaps/{name}", fig, trainer.global_step)
             plt.close(fig)
         return paths
+
+
+def draw_bias_figures(lines_by_kind: dict, dm, out: Path) -> list[Path]:
+    """Per-head heatmaps of calibrated biases at the training size and at 60 digits:
+    ``<kind>_bias.png`` / ``<kind>_bias_60.png``, or ``<kind>_bias_layer<i>…`` per layer."""
+    written = []
+    for kind, entry in lines_by_kind.items():
+        per_layer = isinstance(entry, list)
+        for i, lines in enumerate(entry if per_layer else [entry]):
+            stem = f"{kind}_bias_layer{i}" if per_layer else f"{kind}_bias"
+            for tag, length in (("", None), ("_60", 60)):
+                q, k = _size(dm, kind, length, lines)
+                title = f"ABC {kind} bias{f', layer {i + 1}' if per_layer else ''}, {dm.task.name}, {q}×{k}"
+                fig = bias_heatmaps(extend(lines, q, k), title)
+                fig.savefig(out / f"{stem}{tag}.png", dpi=100)
+                plt.close(fig)
+                written.append(out / f"{stem}{tag}.png")
+    return written
+
+
+def _size(dm, kind: str, length: int | None, lines: CalibratedLines) -> tuple[int, int]:
+    if length is None:
+        return lines.m, lines.n
+    ds = dm.length_set(length, 1, salt=0).data
+    q, s = ds.tgt_in.shape[1], ds.src.shape[1]
+    return {"cross": (q, s), "decoder": (q, q), "encoder": (s, s)}[kind]

@@ -197,9 +197,28 @@ class Seq2SeqTransformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size)
         self.drop = nn.Dropout(dropout)
         self.bias_sources = nn.ModuleDict()
-        # False: the positional scheme is ignored everywhere (ABC's retrain_positional="none");
-        # a run-time switch, set by the callback that owns the decision, not saved weights
+        # False: the positional scheme is ignored everywhere (see set_positional)
         self.use_positional = True
+
+    # ---- phase switches (ABC's retraining) --------------------------------------------
+    def set_positional(self, enabled: bool) -> None:
+        """Use the positional scheme, or ignore it everywhere (no absolute positions, no
+        positional bias), so that installed biases are the only positional signal. A
+        run-time switch, not saved weights: the strategy that decides it sets it again."""
+        self.use_positional = enabled
+
+    def set_dropout(self, p: float) -> None:
+        """Set the probability of every dropout module."""
+        for module in self.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = p
+
+    def reinitialize(self, seed: int) -> None:
+        """Fresh weights, drawn from ``seed``, for every submodule that can reset itself."""
+        torch.manual_seed(seed)
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
 
     # ---- biases ---------------------------------------------------------------------
     def install_bias(self, name: str, source: nn.Module) -> None:

@@ -1,15 +1,36 @@
-"""Arithmetic tasks. Each is pure and seeded; its docstring shows a worked example."""
+"""Arithmetic tasks, one file each. Each is pure and seeded; its docstring shows a worked example.
+
+Every :class:`Task` subclass with a ``name`` in a module of this package is registered in
+:data:`TASKS` when the package is imported, so a new task is one new file here. The registry
+drives everything else: the data modules (``--data=Addition``), the cells ``reproduce``
+runs, the benchmarks and the tests that go over every task.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.addition import Addition
 from abc_lightning.tasks.base import Task
-from abc_lightning.tasks.multiply import MultiplyBySingleDigit
-from abc_lightning.tasks.parity import Parity, ParityClassification
-from abc_lightning.tasks.successor import Successor
 
-TASKS: dict[str, type[Task]] = {
-    cls.name: cls for cls in (Successor, Addition, Parity, ParityClassification, MultiplyBySingleDigit)
-}
+
+def _discover() -> dict[str, type[Task]]:
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "base":
+            importlib.import_module(f"{__name__}.{info.name}")
+    found, todo = [], [Task]
+    while todo:
+        for sub in todo.pop(0).__subclasses__():
+            todo.append(sub)
+            if "name" in vars(sub):
+                found.append(sub)
+    found.sort(key=lambda cls: (cls.order, cls.name))
+    return {cls.name: cls for cls in found}
+
+
+#: Every task by its name (``"addition"``), in table order.
+TASKS: dict[str, type[Task]] = _discover()
 
 
 def get_task(name: str) -> Task:
@@ -17,8 +38,13 @@ def get_task(name: str) -> Task:
     try:
         return TASKS[name]()
     except KeyError:
-        raise ConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}") from None
+        raise ConfigError(f"unknown task {name!r}; choose one of {list(TASKS)}") from None
 
 
-__all__ = ["TASKS", "Task", "get_task", "Successor", "Addition", "Parity",
-           "ParityClassification", "MultiplyBySingleDigit"]
+def class_name(name: str) -> str:
+    """A task's name as its data module's class name: ``nx1`` -> ``Nx1``, ``parity_classification``
+    -> ``ParityClassification``."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+__all__ = ["TASKS", "Task", "class_name", "get_task"]

@@ -83,14 +83,36 @@ def add_columns(a: np.ndarray, b: np.ndarray | int, scale: np.ndarray | int = 1)
 class Task(ABC):
     """An arithmetic task: how operands are sampled, written and answered.
 
-    Subclasses set ``name``, ``arity``, ``operator`` (a token id or None) and ``base``.
+    A task is one file in ``abc_lightning/tasks/``: a subclass that sets ``name`` is found
+    and registered by the package (see :mod:`abc_lightning.tasks`), and gets a data module
+    of its own (``--data=Addition``) and its cells in ``reproduce``. It sets:
+
+    - ``name``, ``arity``, ``operator`` (the symbol between operands, or None), ``base``
+      and ``pattern`` (a predict input, e.g. ``\\d+\\+\\d+``);
+    - ``cross_width``: the cross-attention window ABS gives it (``AttentionWindow`` takes it
+      unless told otherwise): 1 for unary tasks, 0 for aligned binary ones, where the two
+      digits of a column sit side by side;
+    - ``paper`` and ``paper_abc``: the papers' accuracy at 60 digits per row of Table 1
+      (``vanilla``, ``w1``, ``T3``, ``nope_w1``) and of Table 3 (``ABC`` and the baseline
+      schemes it compares with), shown beside ours; empty where the papers have no number;
+    - ``rows``, ``baselines``, ``abc``: which cells ``reproduce`` runs for it (Table 1 rows,
+      the baseline schemes, an ABC cell); ``order``: where it sits in tables.
     """
 
     name: str
     arity: int
-    operator: int | None = None
+    operator: str | None = None
     base: int = 10
     pattern: re.Pattern
+    cross_width: int = 1
+    paper: dict[str, float] = {}
+    paper_abc: dict[str, float] = {}
+    paper_note: str = ""
+    rows: tuple[str, ...] = ("vanilla", "w1", "T3", "nope_w1")
+    vanilla_label: str = "Vanilla"
+    baselines: bool = True
+    abc: bool = True
+    order: int = 100
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
@@ -141,7 +163,7 @@ class Task(ABC):
             body = operands[0]
         else:
             a, b = operands
-            op = np.full((n, 1), self.operator)
+            op = np.full((n, 1), vocab.TOKEN[self.operator])
             if aligned:
                 b = np.broadcast_to(b, a.shape) if b.shape[1] == 1 else b
                 pairs = np.stack([a, b], axis=2).reshape(n, -1)
@@ -194,7 +216,7 @@ class Task(ABC):
 
     def expression(self, parts: tuple[str, ...]) -> str:
         """Operand strings -> the input as typed, e.g. ``("123", "456")`` -> ``"123+456"``."""
-        return vocab.SYMBOLS[self.operator].join(parts) if self.operator is not None else parts[0]
+        return self.operator.join(parts) if self.operator is not None else parts[0]
 
     def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
         """Operand strings -> one-row digit arrays, each padded to ``width``."""
@@ -208,7 +230,7 @@ class Task(ABC):
             raise InputError(
                 f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"
             )
-        parts = re.split(r"[+*]", cleaned)
+        parts = cleaned.split(self.operator) if self.operator is not None else [cleaned]
         return self.operands_from_text(parts, max(self.train_width, *(len(p) + 1 for p in parts)))
 
     @abstractmethod

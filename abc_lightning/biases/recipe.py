@@ -1,0 +1,214 @@
+"""ABC's options in four groups, the named presets they start from, and their validation.
+
+A config names a preset and gives only what differs from it::
+
+    bias:
+      class_path: AttentionBiasCalibration
+      init_args:
+        preset: project
+        retraining: {dropout: 0.1}
+
+Every field left out (``None``) comes from the preset; validation runs once, on the result.
+Where ``None`` would be a real setting it is spelled out: κ ``off`` keeps every line, a
+retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` keeps one rate.
+
+- ``paper``: the settings of the paper (Duan, Shi and Xu, appendix D and Algorithm 1):
+  pre-softmax scores averaged along lines, κ 4.5 / 0.87, one layer's bias in every layer,
+  the interpolating model fine-tuned under the bias.
+- ``project``: what this project's Table 3 runs use, with everything it needed beyond the
+  paper (post-softmax weights summed along lines as in the authors' code, κ_cross 3.0, a
+  bias per layer, lines that follow the operand they read, retraining from fresh weights
+  with dropout 0.3 and no positional signal but the bias). Each option's docstring below
+  says what it does; the README's ABC section says why each departure was needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal
+
+from abc_lightning.errors import ConfigError
+
+KINDS = ("cross", "decoder", "encoder")
+
+
+@dataclass
+class Phases:
+    """When the phases change.
+
+    Args:
+        threshold: in-distribution accuracy (``val/acc``) that counts as interpolating.
+        patience: consecutive validations at ``threshold`` before calibrating.
+        retrain_patience: consecutive validations at ``threshold`` that end the retraining.
+    """
+
+    threshold: float | None = None
+    patience: int | None = None
+    retrain_patience: int | None = None
+
+
+@dataclass
+class Lines:
+    """How lines are found in the averaged attention (line detection).
+
+    Args:
+        samples: size of S_gen, the random subset of training inputs that is decoded.
+        layer: decoder layer whose attention is calibrated (−1: the last).
+        per_layer: calibrate every layer from its own attention instead of using ``layer``'s
+            bias in all layers.
+        kinds: attention kinds to calibrate (``cross``, ``decoder``, ``encoder``).
+        directions: Δ of the directions (1, Δ) searched in cross-attention: 1 diagonal,
+            −1 anti-diagonal, 0 vertical.
+        self_directions: the same for decoder self-attention. An anti-diagonal there ties
+            step i to step c − i, which no recurrence uses.
+        encoder_directions: the same for encoder self-attention; ``[1]`` keeps relative
+            offsets only (a vertical line is a fixed input column, which a longer input
+            fills with another token).
+        source: ``scores`` (pre-softmax q·kᵀ/√d, the paper's definition) or ``weights``
+            (post-softmax, the authors' code).
+        reduce: ``mean`` along lines (the paper) or ``sum`` (the authors' code).
+        kappa_cross, kappa_self: drop-off factors κ; ``off`` keeps every line.
+        lineless: a head in which no line passed is ``open`` (transparent, the paper) or
+            gets the ``union`` of the lines its layer's other heads kept.
+        vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
+            (each follows the nearer edge of the input, or of its operand).
+    """
+
+    samples: int | None = None
+    layer: int | None = None
+    per_layer: bool | None = None
+    kinds: list[str] | None = None
+    directions: list[int] | None = None
+    self_directions: list[int] | None = None
+    encoder_directions: list[int] | None = None
+    source: Literal["scores", "weights"] | None = None
+    reduce: Literal["mean", "sum"] | None = None
+    kappa_cross: float | Literal["off"] | None = None
+    kappa_self: float | Literal["off"] | None = None
+    lineless: Literal["open", "union"] | None = None
+    vertical: Literal["left", "nearest"] | None = None
+
+    def directions_for(self, kind: str) -> list[int]:
+        return {"cross": self.directions, "decoder": self.self_directions, "encoder": self.encoder_directions}[kind]
+
+    def kappa(self, kind: str) -> float | None:
+        """κ for an attention kind; None keeps every line."""
+        value = self.kappa_cross if kind == "cross" else self.kappa_self
+        return None if value == "off" else value
+
+
+@dataclass
+class Extension:
+    """How calibrated lines are extended to longer inputs.
+
+    Args:
+        align: ``corner`` (the paper: every anti-diagonal moves by N − n, top-right corners
+            aligned) or ``segments`` (each line moves by the growth of the operands at or
+            before it, so a line that reads addition's first operand follows that operand).
+        encoder_align: with ``segments`` and ``encoder`` among the kinds: encoder lines keep
+            their relative offsets (``relative``) or are aligned by operand (``segments``).
+        soft: no −inf cut-offs: the bias only steers the learned scores.
+    """
+
+    align: Literal["corner", "segments"] | None = None
+    encoder_align: Literal["relative", "segments"] | None = None
+    soft: bool | None = None
+
+
+@dataclass
+class Retraining:
+    """What changes when retraining under the calibrated bias begins.
+
+    Args:
+        reinitialize: retrain from fresh weights (and a cleared optimizer state) instead of
+            fine-tuning the interpolating model.
+        dropout: dropout probability while retraining, or ``keep`` the model's.
+        lr: learning rate while retraining, or ``keep`` the model's.
+        anneal: multiply the retraining rate by this once the retraining first reaches the
+            threshold, and count ``retrain_patience`` at the lower rate; ``off`` keeps one rate.
+        positional: ``keep`` the model's positional scheme (the paper), or ``none``: the
+            calibrated bias is the only positional signal from then on.
+        encoder_diagonal: each encoder token attends only to itself, so the decoder reads
+            operands only through the calibrated cross-attention lines (replaces calibrating
+            the encoder).
+    """
+
+    reinitialize: bool | None = None
+    dropout: float | Literal["keep"] | None = None
+    lr: float | Literal["keep"] | None = None
+    anneal: float | Literal["off"] | None = None
+    positional: Literal["keep", "none"] | None = None
+    encoder_diagonal: bool | None = None
+
+
+@dataclass
+class Recipe:
+    """A whole ABC option set: the four groups, every field filled in."""
+
+    phases: Phases = field(default_factory=Phases)
+    lines: Lines = field(default_factory=Lines)
+    extension: Extension = field(default_factory=Extension)
+    retraining: Retraining = field(default_factory=Retraining)
+
+
+PAPER = Recipe(
+    Phases(threshold=1.0, patience=2, retrain_patience=3),
+    Lines(samples=512, layer=-1, per_layer=False, kinds=["cross", "decoder"], directions=[1, -1, 0],
+          self_directions=[1, -1, 0], encoder_directions=[1, -1, 0], source="scores", reduce="mean",
+          kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left"),
+    Extension(align="corner", encoder_align="relative", soft=False),
+    Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False),
+)
+
+PROJECT = Recipe(
+    Phases(threshold=0.99, patience=2, retrain_patience=10),
+    Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder", "encoder"], directions=[1, -1, 0],
+          self_directions=[1, 0], encoder_directions=[1], source="weights", reduce="sum",
+          kappa_cross=3.0, kappa_self=0.87, lineless="union", vertical="left"),
+    Extension(align="segments", encoder_align="relative", soft=False),
+    Retraining(reinitialize=True, dropout=0.3, lr="keep", anneal="off", positional="none", encoder_diagonal=False),
+)
+
+PRESETS: dict[str, Recipe] = {"paper": PAPER, "project": PROJECT}
+
+
+def _fill(given, default):
+    if given is None:
+        return default
+    return replace(default, **{f.name: getattr(given, f.name) for f in fields(given) if getattr(given, f.name) is not None})
+
+
+def resolve(preset: str, phases: Phases | None = None, lines: Lines | None = None,
+            extension: Extension | None = None, retraining: Retraining | None = None) -> Recipe:
+    """The preset with the given groups' set fields on top, validated."""
+    if preset not in PRESETS:
+        raise ConfigError(f"ABC preset must be one of {list(PRESETS)}, got {preset!r}")
+    base = PRESETS[preset]
+    recipe = Recipe(_fill(phases, base.phases), _fill(lines, base.lines), _fill(extension, base.extension),
+                    _fill(retraining, base.retraining))
+    validate(recipe)
+    return recipe
+
+
+def validate(r: Recipe) -> None:
+    """ConfigError for the first setting that cannot work."""
+    p, ln, e, t = r.phases, r.lines, r.extension, r.retraining
+    checks = [
+        (0.0 <= p.threshold <= 1.0, f"phases.threshold must be in [0, 1], got {p.threshold}"),
+        (p.patience >= 1 and p.retrain_patience >= 1,
+         f"phases.patience and retrain_patience must be >= 1, got {p.patience}, {p.retrain_patience}"),
+        (ln.samples >= 1, f"lines.samples must be >= 1, got {ln.samples}"),
+        (not [k for k in ln.kinds if k not in KINDS], f"lines.kinds must be among {KINDS}, got {ln.kinds}"),
+        (all(d in (1, -1, 0) for k in KINDS for d in ln.directions_for(k)),
+         "lines.directions, self_directions and encoder_directions hold Δ in {1, -1, 0}"),
+        (all(ln.kappa(k) is None or ln.kappa(k) >= 0 for k in ("cross", "decoder")),
+         f"lines.kappa_cross and kappa_self must be >= 0 or off, got {ln.kappa_cross}, {ln.kappa_self}"),
+        (t.dropout == "keep" or 0.0 <= t.dropout < 1.0, f"retraining.dropout must be in [0, 1) or keep, got {t.dropout}"),
+        (t.lr == "keep" or t.lr > 0, f"retraining.lr must be > 0 or keep, got {t.lr}"),
+        (t.anneal == "off" or 0.0 < t.anneal <= 1.0, f"retraining.anneal must be in (0, 1] or off, got {t.anneal}"),
+        (not (t.encoder_diagonal and "encoder" in ln.kinds),
+         "retraining.encoder_diagonal replaces the encoder's calibration; drop 'encoder' from lines.kinds"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"ABC {message}")
