@@ -20,7 +20,17 @@ class KillAt(L.Callback):
         if self.step is not None and trainer.global_step >= self.step:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def on_validation_end(self, trainer, pl_module) -> None:
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        # The ABC strategy runs after the trainer.callbacks list: kill from inside it, once its
+        # calibration is saved (its artifacts), before the checkpoint callback runs.
         abc = next((cb for cb in trainer.callbacks if type(cb).__name__ == "AttentionBiasCalibration"), None)
-        if self.after_calibration and abc is not None and abc.phase == "retrain" and abc.lines:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if not self.after_calibration or abc is None:
+            return
+        save = abc.save_artifacts
+
+        def save_then_die(trainer):
+            save(trainer)
+            if abc.phase == "retrain" and abc.lines:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        abc.save_artifacts = save_then_die

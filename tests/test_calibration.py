@@ -274,7 +274,7 @@ def test_growing_segments_match_the_source_layout():
     from abc_lightning import vocab
     from abc_lightning.tasks import get_task
 
-    for name, op in (("addition", vocab.PLUS), ("nx1", vocab.TIMES), ("successor", None), ("parity", None)):
+    for name, op in (("addition", vocab.TOKEN["+"]), ("nx1", vocab.TOKEN["*"]), ("successor", None), ("parity", None)):
         task = get_task(name)
         for length in (6, 30):
             src = task.source(task.sample(np.random.default_rng(0), 3, length))

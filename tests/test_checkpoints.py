@@ -129,3 +129,13 @@ def test_the_python_api_predicts_evaluates_and_returns_attention(abs_checkpoint,
     heads, q, k = maps["cross"][0].shape
     assert heads == 2 and torch.allclose(maps["cross"][0].sum(-1), torch.ones(heads, q))
     assert (maps["decoder"][-1][:, 3, 4:] == 0).all()  # causal: step 3 sees nothing after it
+
+
+def test_a_checkpoint_of_version_0_1_is_refused_with_one_line(capsys):
+    """0.2 grew the vocabulary to 32 tokens and chose tasks by class: 0.1 checkpoints cannot load."""
+    old_config = "model: {d_model: 32}\ndata: {task: successor, aligned: false}\n"
+    torch.save({"state_dict": {"model.embedding.weight": torch.zeros(15, 32)}, CONFIG_KEY: old_config}, "old.ckpt")
+    assert run_cli(["test", "--ckpt_path", "old.ckpt"]) == 2
+    err = capsys.readouterr().err
+    assert "written by abc_lightning 0.1" in err and "Traceback" not in err
+    assert not Path("runs").exists()

@@ -27,10 +27,14 @@ trainer:
   callbacks:
     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
       init_args: {{save_last: true}}
-    - class_path: abc_lightning.callbacks.AttentionBiasCalibration
-      init_args: {{threshold: 0.0, patience: 2, retrain_patience: 3, samples: 16, kappa_cross: 1.0,
-                  reinitialize: true, retrain_dropout: 0.2}}
-{kill}model:
+{kill}bias:
+  class_path: abc_lightning.callbacks.AttentionBiasCalibration
+  init_args:
+    preset: paper
+    phases: {{threshold: 0.0, patience: 2, retrain_patience: 3}}
+    lines: {{samples: 16, kappa_cross: 1.0}}
+    retraining: {{reinitialize: true, dropout: 0.2}}
+model:
   d_model: 32
   heads: 2
   decoder_layers: 2
@@ -39,11 +43,12 @@ trainer:
   positional: Sinusoidal
   lr: 0.003
 data:
-  task: successor
-  batch_size: 64
-  val_lengths: [6]
-  val_samples: 50
-  val_split_samples: 100
+  class_path: Successor
+  init_args:
+    batch_size: 64
+    val_lengths: [6]
+    val_samples: 50
+    val_split_samples: 100
 """
 
 

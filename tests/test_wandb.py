@@ -68,7 +68,7 @@ def test_offline_fit_writes_metrics_heatmaps_and_config_and_never_the_api_key():
     assert {"heatmaps/cross_attention_L20/filenames", "heatmaps/decoder_bias_L6/filenames",
             "heatmaps/accuracy_by_length/filenames"} <= history
     config = {item.key for r in records if r.HasField("config") for item in r.config.update}
-    assert {"model.d_model", "data.task", "trainer.max_epochs"} <= config
+    assert {"model.d_model", "data.class_path", "trainer.max_epochs"} <= config
     images = list(offline.glob("files/media/images/heatmaps/*.png"))
     assert len(images) == len(list(run.glob("heatmaps/*.png"))) > 10  # the same images, also as plain PNGs
     for path in Path("runs").rglob("*"):  # the key given by environment is nowhere on disk
