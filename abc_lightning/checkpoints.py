@@ -27,16 +27,23 @@ CKPT_KEYWORDS = ("last", "best", "hpc", "registry")
 TRAINING_ONLY = ("model.init_from", "model.lr", "model.betas", "model.eps", "model.warmup_steps")
 
 
-def load_checkpoint(path: str | Path) -> dict:
-    """Load a checkpoint with ``weights_only=True``; anything else gets a CheckpointError."""
+def load_plain(path: str | Path, what: str = "checkpoint") -> object:
+    """``torch.load(weights_only=True)`` of a file that must exist: tensors and plain data
+    only. A missing, corrupt or unsafe file (one that would run code when loaded) gets a
+    CheckpointError that names ``what`` it should have been."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
+        raise CheckpointError(f"{what} not found: {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        raise CheckpointError(f"cannot load checkpoint {path}: it is corrupt, truncated, or holds objects "
+        raise CheckpointError(f"cannot load {what} {path}: it is corrupt, truncated, or holds objects "
                               f"other than tensors and plain data, which are refused ({type(exc).__name__})") from None
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load a Lightning checkpoint with ``weights_only=True``; anything else gets a CheckpointError."""
+    ckpt = load_plain(path, "checkpoint")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
     return ckpt

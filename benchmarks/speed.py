@@ -73,7 +73,7 @@ def decode_section(lengths=(6, 60, 600, 1000)) -> list[dict]:
         row = {"digits": length, "source_tokens": src.shape[1], "steps": steps}
         with torch.inference_mode():
             t_fast, fast = timed(lambda: model.model.generate(src, steps))
-            t_cache, _ = timed(lambda: model.model.generate(src[:n_fast // 4], steps, band=False))
+            t_cache, _ = timed(lambda: model.model.generate(src[:n_fast // 4], steps, skip_closed=False))
             t_naive, naive = timed(lambda: model.model.generate(src[:n_naive], steps, use_cache=False))
             t_same, same = timed(lambda: model.model.generate(src[:n_naive], steps))  # the naive run's batch
         row.update(

@@ -133,7 +133,7 @@ def test_retrain_positional_none_switches_positions_off_after_calibration_and_on
     callback.load_state_dict({"phase": "done", "lines": {}})
     callback.on_test_start(None, cli.model)  # a finished run is tested as it was retrained
     assert not model.use_positional
-    assert model._rotary("decoder") is None and model.attention_bias("encoder", torch.arange(12), torch.arange(12)) is None
+    assert model.rotary_for("decoder") is None and model.attention_bias("encoder", torch.arange(12), torch.arange(12)) is None
     assert not torch.allclose(model.encode(src)[0], with_positions)  # the sinusoids are no longer added
 
 

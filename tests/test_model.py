@@ -89,7 +89,7 @@ def test_cached_decoding_matches_full_recomputation(positional, index, window):
     src, _ = batch(b=16, s=23)
     full = m.generate(src, 22, use_cache=False)
     assert torch.equal(m.generate(src, 22), full)
-    assert torch.equal(m.generate(src, 22, band=False), full)
+    assert torch.equal(m.generate(src, 22, skip_closed=False), full)
 
 
 def test_band_decoding_matches_under_a_calibrated_bias():
@@ -107,7 +107,8 @@ def test_band_decoding_matches_under_a_calibrated_bias():
 
 
 def test_open_span_per_row():
-    from abc_lightning.model.transformer import causal_mask, open_span
+    from abc_lightning.model.decoding import open_span
+    from abc_lightning.model.transformer import causal_mask
 
     bias = WindowBias(self_width=1, cross_width=None)("decoder", 6, 6, torch.device("cpu")) + causal_mask(6, "cpu")
     first, last = open_span(bias, 6, causal=True)
@@ -138,7 +139,7 @@ def test_band_decoding_keeps_a_cache_of_constant_size():
 
 @pytest.mark.parametrize("positional", [Sinusoidal(), NoPE()])
 def test_banded_encoder_reads_only_its_band_and_matches_dense_attention(positional):
-    from abc_lightning.model.transformer import band_of
+    from abc_lightning.model.decoding import band_of
 
     m = tiny(positional=positional, position_index=CyclicIndex(3))
     m.install_bias("abs_window", WindowBias(self_width=1, cross_width=1, encoder_width=2))

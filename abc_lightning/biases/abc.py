@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from abc_lightning.biases.calibration import CalibratedLines, DirectionLines, calibrate, extend
 from abc_lightning.biases.recipe import Recipe
+from abc_lightning.checkpoints import load_plain
 from abc_lightning.errors import CheckpointError
+from abc_lightning.model.attention import BiasSource
 
 #: Calibrated lines per attention kind: one set shared by every layer, or one per layer.
 LinesByKind = dict[str, "CalibratedLines | list[CalibratedLines]"]
@@ -57,7 +58,7 @@ def unpack_lines(state: dict) -> LinesByKind:
             for k, v in state.items()}
 
 
-class CalibratedBias(nn.Module):
+class CalibratedBias(BiasSource):
     """Bias source (see :mod:`abc_lightning.model.transformer`) built from ABC's calibrated lines.
 
     Args:
@@ -77,7 +78,8 @@ class CalibratedBias(nn.Module):
         self.per_layer = any(isinstance(v, list) for v in lines.values())
         self._cache: dict[tuple, torch.Tensor] = {}
 
-    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device, layer: int | None = None):
+    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
+                layer: int | None = None) -> torch.Tensor | None:
         entry = self.lines.get(kind)
         if entry is None:
             return None
@@ -108,14 +110,7 @@ def load_calibrated_bias(path: str | Path, soft: bool = False) -> CalibratedBias
     The file is read with ``torch.load(weights_only=True)``: anything but tensors and plain
     data is refused with a CheckpointError, as are files that are not ABC lines.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"ABC bias file not found: {path}")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # corrupt, truncated, or holding pickled objects
-        raise CheckpointError(f"cannot load ABC bias {path}: it is corrupt or holds objects other than tensors "
-                              f"and plain data, which are refused ({type(exc).__name__})") from None
+    state = load_plain(path, "ABC bias file")
     try:
         lines = unpack_lines(state)
     except (AttributeError, KeyError, TypeError) as exc:

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from abc_lightning.errors import ConfigError
-
-KINDS = ("cross", "decoder", "encoder")
+from abc_lightning.model.attention import KINDS
 
 
 @dataclass

@@ -48,9 +48,9 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from torch import nn
 
 from abc_lightning.errors import ConfigError
+from abc_lightning.model.attention import BiasSource
 
 Geometry = Literal["trailing", "symmetric", "leading"]
 GEOMETRIES = ("trailing", "symmetric", "leading")
@@ -95,7 +95,7 @@ def cross_window(
     return _closed((n_queries, n_keys), open_)
 
 
-class WindowBias(nn.Module):
+class WindowBias(BiasSource):
     """ABS window masks as a bias source (see :mod:`abc_lightning.model.transformer`).
 
     Args:
@@ -126,7 +126,8 @@ class WindowBias(nn.Module):
         self.stride, self.geometry = stride, geometry
         self._cache: dict[tuple, torch.Tensor] = {}
 
-    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor | None:
+    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
+                layer: int | None = None) -> torch.Tensor | None:
         key = (kind, n_queries, n_keys, str(device))
         if key not in self._cache:
             self._cache[key] = self._build(kind, n_queries, n_keys)

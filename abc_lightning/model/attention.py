@@ -8,10 +8,41 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+#: The attention kinds of the encoder-decoder, as bias sources and attention maps name them.
+KINDS = ("encoder", "decoder", "cross")
+
+
+class BiasSource(nn.Module):
+    """The one contract of every attention bias a callback installs (ABS windows, ABC lines)::
+
+        source(kind, n_queries, n_keys, device, layer) -> Tensor (h|1, q, k) or None
+
+    ``kind`` is one of :data:`KINDS`; ``layer`` is the decoder/encoder layer index, which a
+    source with ``per_layer = True`` uses to give each layer its own bias (the others ignore
+    it, and the model then builds one bias per kind and shares it across layers). ``-inf``
+    closes a cell; None leaves that kind alone.
+    """
+
+    per_layer: bool = False
+
+    def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
+                layer: int | None = None) -> torch.Tensor | None:
+        raise NotImplementedError
+
+
+class Band(NamedTuple):
+    """A self-attention bias that closes everything outside a band around the diagonal:
+    query ``i`` sees keys ``i + first_offset + o`` for ``o < width``, and ``bias (h|1, q,
+    width)`` holds exactly those cells (−inf past either end of the sequence)."""
+
+    bias: torch.Tensor
+    first_offset: int
 
 
 @dataclass
@@ -24,6 +55,12 @@ class AttentionMap:
 
     scores: torch.Tensor
     weights: torch.Tensor
+
+
+class Rotates(Protocol):
+    """A positional scheme that rotates queries and keys (RoPE-like)."""
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor: ...
 
 
 def sum_biases(*biases: torch.Tensor | None) -> torch.Tensor | None:
@@ -53,18 +90,15 @@ def attend(
     return weights @ v, (AttentionMap(scores=scores.detach(), weights=weights.detach()) if need_map else None)
 
 
-def attend_banded(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, band_bias: torch.Tensor, first_offset: int,
-) -> torch.Tensor:
-    """:func:`attend` for self-attention whose bias closes everything outside a band, in
-    linear time.
+def attend_banded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, band: Band) -> torch.Tensor:
+    """:func:`attend` for self-attention whose bias is a :class:`Band` (see
+    ``decoding.band_of``), in linear time.
 
-    Query ``i`` sees keys ``i + first_offset + o`` for ``o < width``; ``band_bias (h|1, q,
-    width)`` is the bias of exactly those cells (−inf past either end; see
-    ``transformer.band_of``). The keys are read as ``width`` shifted slices of the padded
-    keys, so the cost is ``q × width`` instead of ``q × k``. Closed keys get zero weight in
-    :func:`attend`, so the result is the same up to float rounding.
+    The keys are read as ``width`` shifted slices of the padded keys, so the cost is
+    ``q × width`` instead of ``q × k``. Closed keys get zero weight in :func:`attend`, so
+    the result is the same up to float rounding.
     """
+    band_bias, first_offset = band
     n, width = q.shape[-2], band_bias.shape[-1]
     pad = (0, 0, max(-first_offset, 0), max(first_offset + width - 1, 0))
     k_pad, v_pad = F.pad(k, pad), F.pad(v, pad)
@@ -94,7 +128,8 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, self.heads, -1).transpose(1, 2)
 
-    def keys_values(self, x_kv: torch.Tensor, k_pos: torch.Tensor, rotary=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def keys_values(self, x_kv: torch.Tensor, k_pos: torch.Tensor,
+                    rotary: Rotates | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Project ``x_kv (b k d_model)`` to keys and values ``(b h k d)``; keys rotated if asked."""
         k = self.split(self.k_proj(x_kv))
         if rotary is not None:
@@ -103,16 +138,16 @@ class MultiHeadAttention(nn.Module):
 
     def attend_to(
         self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-        bias: torch.Tensor | None, rotary=None, need_map: bool = False, band=None,
+        bias: torch.Tensor | None, rotary: Rotates | None = None, need_map: bool = False, band: Band | None = None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``.
 
-        ``band = (band_bias, first_offset)`` takes :func:`attend_banded` (and returns no map)."""
+        A ``band`` takes :func:`attend_banded` (and returns no map)."""
         q = self.split(self.q_proj(x_q))
         if rotary is not None:
             q = rotary.rotate(q, q_pos)
         if band is not None and not need_map:
-            out, amap = attend_banded(q, k, v, *band), None
+            out, amap = attend_banded(q, k, v, band), None
         else:
             out, amap = attend(q, k, v, bias, need_map)
         b, h, n, d = out.shape
@@ -120,7 +155,8 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, bias: torch.Tensor | None,
-        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary=None, need_map: bool = False, band=None,
+        q_pos: torch.Tensor, k_pos: torch.Tensor, rotary: Rotates | None = None, need_map: bool = False,
+        band: Band | None = None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         k, v = self.keys_values(x_kv, k_pos, rotary)
         return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map, band)

@@ -3,11 +3,13 @@
 Biases reach attention from two places, summed in :func:`~.attention.sum_biases` once per
 forward pass and attention kind: the positional scheme's ``score_bias`` and the modules in
 ``bias_sources`` (ABS windows, ABC calibrated biases), which callbacks install through
-:meth:`Seq2SeqTransformer.install_bias`. A bias source follows one contract::
+:meth:`Seq2SeqTransformer.install_bias`. Every bias source follows one contract,
+:class:`~.attention.BiasSource`::
 
-    forward(kind: str, n_queries: int, n_keys: int, device) -> Tensor (h|1, q, k) | None
+    source(kind, n_queries, n_keys, device, layer) -> Tensor (h|1, q, k) | None
 
-with ``kind`` in ``{"encoder", "decoder", "cross"}``.
+with ``kind`` in ``{"encoder", "decoder", "cross"}``. Greedy decoding (cached, skipping
+closed keys) lives in :mod:`~.decoding`.
 
 Attention maps of every layer are returned on request: ``model(src, tgt,
 return_attention=True)`` gives a :class:`Seq2SeqOutput` whose ``attention[kind][layer]``
@@ -25,11 +27,13 @@ from torch import nn
 
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError
-from abc_lightning.model.attention import AttentionMap, MultiHeadAttention, sum_biases
+from abc_lightning.model import decoding
+from abc_lightning.model.attention import KINDS, AttentionMap, Band, BiasSource, MultiHeadAttention, sum_biases
+from abc_lightning.model.decoding import KeySpans
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
 from abc_lightning.model.positions import LinearIndex, PositionIndex
 
-KINDS = ("encoder", "decoder", "cross")
+__all__ = ["KINDS", "Seq2SeqOutput", "Seq2SeqTransformer", "causal_mask"]
 
 
 @dataclass
@@ -44,52 +48,6 @@ class Seq2SeqOutput:
 def causal_mask(n: int, device: torch.device) -> torch.Tensor:
     """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above."""
     return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
-
-
-def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per query row of a bias ``(h|1, q, k)``: the key span ``[from, to)`` it leaves open.
-
-    A key is open when any head gives it a finite bias. For ``causal`` (decoder
-    self-attention, where the cache is trimmed for good) ``from`` is the smallest start of
-    this and every later row, so that a key dropped at step t is never needed again. A row
-    with no open key keeps every key, so skipping never changes the result.
-    """
-    q = bias.shape[-2] if bias is not None else n_keys
-    full_from, full_to = torch.zeros(q, dtype=torch.long), torch.full((q,), n_keys, dtype=torch.long)
-    if bias is None:
-        return full_from, full_to
-    is_open = torch.isfinite(bias).any(dim=0).cpu()  # (q, k)
-    any_open = is_open.any(dim=1)
-    first = torch.where(any_open, is_open.int().argmax(dim=1), full_from)
-    last = torch.where(any_open, n_keys - is_open.flip(1).int().argmax(dim=1), full_to)
-    if causal:
-        first = first.flip(0).cummin(0).values.flip(0)
-    return first, last
-
-
-ENCODE_TOKENS = 16384  # source tokens per encoder pass in generate()
-
-
-def band_of(bias: torch.Tensor | None, n_keys: int, max_width: int = 16):
-    """``(band_bias (h|1, q, width), first_offset)`` for :func:`~.attention.attend_banded`, or None.
-
-    Every query row ``i`` of a square self-attention bias leaves open only keys
-    ``i + first_offset … i + first_offset + width − 1``; ``band_bias`` holds the bias of
-    those cells (−inf where they fall outside the sequence). None when there is no bias or
-    the band is wider than ``max_width`` (then one dense call is as fast).
-    """
-    if bias is None or bias.shape[-2] != n_keys:
-        return None
-    first, last = open_span(bias, n_keys)
-    rows = torch.arange(n_keys)
-    lo, hi = int((first - rows).min()), int((last - 1 - rows).max())
-    width = hi - lo + 1
-    if width > max_width or 2 * width > n_keys:
-        return None
-    cols = rows[:, None] + lo + torch.arange(width)[None, :]  # (q, width)
-    inside = ((cols >= 0) & (cols < n_keys)).to(bias.device)
-    band = bias[..., rows[:, None].to(bias.device), cols.clamp(0, n_keys - 1).to(bias.device)]
-    return band.masked_fill(~inside, float("-inf")), lo
 
 
 class FeedForward(nn.Sequential):
@@ -107,7 +65,11 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, bias, pos, rotary, need_map, band=None):
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None, pos: torch.Tensor,
+                rotary: PositionalScheme | None, need_map: bool,
+                band: Band | None = None) -> tuple[torch.Tensor, AttentionMap | None]:
+        """``x (b, s, d)`` -> the layer's output and, with ``need_map``, its attention map;
+        a ``band`` reads only the keys of a banded bias."""
         h = self.norm1(x)
         h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map, band)
         x = x + h
@@ -129,11 +91,18 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map, cache=None,
-                band=None):
-        """``band`` (cached decoding only): ``(self_from, cross_from, cross_to)``, absolute key
-        indices. Self-attention keys before ``self_from`` are dropped from the cache for good;
-        cross-attention reads memory keys ``[cross_from, cross_to)``. Biases come pre-sliced."""
+    def forward(
+        self, x: torch.Tensor, memory: torch.Tensor, self_bias: torch.Tensor | None,
+        cross_bias: torch.Tensor | None, t_pos: torch.Tensor, s_pos: torch.Tensor,
+        rotary: PositionalScheme | None, cross_rotary: PositionalScheme | None, need_map: bool,
+        cache: dict | None = None, span: KeySpans | None = None,
+    ) -> tuple[torch.Tensor, AttentionMap | None, AttentionMap | None]:
+        """``x (b, t, d)`` over ``memory (b, s, d)`` -> output, self- and cross-attention maps.
+
+        ``cache`` and ``span`` (cached decoding only; see :mod:`~.decoding`): self-attention
+        keys before ``span.self_from`` are dropped from the cache for good, and
+        cross-attention reads memory keys ``[span.cross_from, span.cross_to)``. Biases come
+        pre-sliced to those keys."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
@@ -142,14 +111,14 @@ class DecoderLayer(nn.Module):
             if "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
             start = cache.get("start", 0)
-            if band is not None and band[0] > start:
-                k, v, start = k[:, :, band[0] - start :], v[:, :, band[0] - start :], band[0]
+            if span is not None and span.self_from > start:
+                k, v, start = k[:, :, span.self_from - start :], v[:, :, span.self_from - start :], span.self_from
             cache["k"], cache["v"], cache["start"] = k, v, start
             if "ck" not in cache:
                 cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
             ck, cv = cache["ck"], cache["cv"]
-            if band is not None:
-                ck, cv = ck[:, :, band[1] : band[2]], cv[:, :, band[1] : band[2]]
+            if span is not None:
+                ck, cv = ck[:, :, span.cross_from : span.cross_to], cv[:, :, span.cross_from : span.cross_to]
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
         x = x + h
         h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map)
@@ -196,7 +165,7 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
         self.drop = nn.Dropout(dropout)
-        self.bias_sources = nn.ModuleDict()
+        self.bias_sources: nn.ModuleDict = nn.ModuleDict()  # name -> BiasSource
         # False: the positional scheme is ignored everywhere (see set_positional)
         self.use_positional = True
 
@@ -221,35 +190,35 @@ class Seq2SeqTransformer(nn.Module):
                 module.reset_parameters()
 
     # ---- biases ---------------------------------------------------------------------
-    def install_bias(self, name: str, source: nn.Module) -> None:
+    def install_bias(self, name: str, source: BiasSource) -> None:
         """Add (or replace) a named bias source; callbacks call this at phase boundaries."""
+        if not isinstance(source, BiasSource):
+            raise TypeError(f"a bias source must be a BiasSource, got {type(source).__name__}")
         self.bias_sources[name] = source
 
     def remove_bias(self, name: str) -> None:
         if name in self.bias_sources:
             del self.bias_sources[name]
 
-    def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, layer: int | None = None):
-        """Every additive bias for one attention kind, summed once: ``(h|1, q, k)`` or None.
-
-        Sources with ``per_layer = True`` receive the layer index; see :meth:`layer_biases`.
-        """
+    def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
+                       layer: int | None = None) -> torch.Tensor | None:
+        """Every additive bias for one attention kind (and layer), summed once: ``(h|1, q, k)`` or None."""
         q, k, device = len(q_pos), len(k_pos), q_pos.device
         return sum_biases(
             causal_mask(q, device) if kind == "decoder" else None,
             self.positional.score_bias(kind, q_pos, k_pos) if self.use_positional else None,
-            *(source(kind, q, k, device, layer=layer) if getattr(source, "per_layer", False)
-              else source(kind, q, k, device) for source in self.bias_sources.values()),
+            *(source(kind, q, k, device, layer) for source in self.bias_sources.values()),
         )
 
-    def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, n_layers: int) -> list:
+    def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
+                     n_layers: int) -> list[torch.Tensor | None]:
         """The bias of each layer: computed once and shared unless a source is per-layer."""
-        if any(getattr(source, "per_layer", False) for source in self.bias_sources.values()):
+        if any(source.per_layer for source in self.bias_sources.values()):
             return [self.attention_bias(kind, q_pos, k_pos, layer=i) for i in range(n_layers)]
         return [self.attention_bias(kind, q_pos, k_pos)] * n_layers
 
-    def _band(self, bias: torch.Tensor | None, n_keys: int):
-        """:func:`band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
+    def _band(self, bias: torch.Tensor | None, n_keys: int) -> Band | None:
+        """:func:`~.decoding.band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
         if bias is None:
             return None
         cache = self.__dict__.setdefault("_spans", {})
@@ -257,16 +226,17 @@ class Seq2SeqTransformer(nn.Module):
         if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
             if len(cache) > 8:
                 cache.clear()
-            hit = cache[id(bias)] = (bias, band_of(bias, n_keys))
+            hit = cache[id(bias)] = (bias, decoding.band_of(bias, n_keys))
         return hit[1]
 
     # ---- forward --------------------------------------------------------------------
-    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embeddings plus the scheme's absolute positions (if any), with dropout."""
         x = self.embedding(tokens)
         absolute = self.positional.embed(positions) if self.use_positional else None
         return self.drop(x if absolute is None else x + absolute)
 
-    def _rotary(self, kind: str) -> PositionalScheme | None:
+    def rotary_for(self, kind: str) -> PositionalScheme | None:
         """The scheme when it rotates queries and keys (RoPE-like) in this kind, else None."""
         if not self.use_positional:
             return None
@@ -288,8 +258,8 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor, need_map: bool = False):
         """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
         pos = self.position_index(src.shape[1], src.device)
-        x = self._embed(src, pos)
-        biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self._rotary("encoder")
+        x = self.embed(src, pos)
+        biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self.rotary_for("encoder")
         maps = []
         for layer, bias in zip(self.encoder, biases):
             # a banded encoder (ABS encoder_width) reads only its band: linear in length
@@ -306,10 +276,10 @@ class Seq2SeqTransformer(nn.Module):
         """
         t_pos = self.position_index(tgt.shape[1], tgt.device) if t_pos is None else t_pos
         s_pos = self.position_index(memory.shape[1], memory.device)
-        x = self._embed(tgt, t_pos)
+        x = self.embed(tgt, t_pos)
         n = len(self.decoder)
         self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
-        rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
+        rotary, cross_rotary = self.rotary_for("decoder"), self.rotary_for("cross")
         self_maps, cross_maps = [], []
         for layer, self_bias, cross_bias in zip(self.decoder, self_biases, cross_biases):
             x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map)
@@ -324,67 +294,14 @@ class Seq2SeqTransformer(nn.Module):
         attention = {"encoder": enc_maps, "decoder": self_maps, "cross": cross_maps} if return_attention else {}
         return Seq2SeqOutput(logits, attention)
 
-    @torch.no_grad()
     def attention_on_own_output(self, src: torch.Tensor, steps: int) -> dict[str, list[AttentionMap]]:
-        """Greedy-decode ``steps`` tokens, then re-run teacher-forced on that output and
-        return its attention maps by kind and layer (what ABC calibrates and heatmaps draw)."""
-        decoded = self.generate(src, steps)
-        dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
-        return self(src, dec_in, return_attention=True).attention
+        """Attention maps on the model's own greedy answer (:func:`~.decoding.attention_on_own_output`)."""
+        return decoding.attention_on_own_output(self, src, steps)
 
-    @torch.no_grad()
     def encode_in_chunks(self, src: torch.Tensor) -> torch.Tensor:
-        """:meth:`encode` (memory only) in chunks of about ``ENCODE_TOKENS`` source tokens: on
-        CPU, one pass over a whole batch of long inputs spilled out of cache and cost 5x more
-        per sample."""
-        chunk = max(1, ENCODE_TOKENS // max(src.shape[1], 1))
-        return torch.cat([self.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
+        """The encoder's memory in chunks (:func:`~.decoding.encode_in_chunks`)."""
+        return decoding.encode_in_chunks(self, src)
 
-    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, band: bool = True) -> torch.Tensor:
-        """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
-
-        With ``use_cache`` each step runs only the newest position against cached keys and
-        values; biases are built once for all ``steps`` rows and row t is used at step t,
-        which gives exactly the tokens of full recomputation (``use_cache=False``).
-
-        With ``band`` (and the cache), keys that the summed bias closes (−inf in every head)
-        are skipped: step t attends only to the span of keys its bias row leaves open, and
-        self-attention keys that no later row opens are dropped from the cache. Under an ABS
-        window or a calibrated ABC bias the per-step cost and the cache size no longer grow
-        with the length; under an open bias (ALiBi, T5, none) nothing is skipped.
-        """
-        memory = self.encode_in_chunks(src)
-        out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
-        t_pos = self.position_index(steps, src.device)
-        if not use_cache:
-            for t in range(steps):
-                logits, _, _ = self.decode(out, memory, t_pos=t_pos[: t + 1])
-                out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-            return out[:, 1:]
-        s_pos = self.position_index(memory.shape[1], src.device)
-        n = len(self.decoder)
-        self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
-        rotary, cross_rotary = self._rotary("decoder"), self._rotary("cross")
-        caches = [{} for _ in self.decoder]
-        # Key spans per layer (layers usually share one bias tensor); without ``band`` every
-        # span is the whole row, which the layers treat exactly like no span at all.
-        found: dict[tuple[int, int], tuple] = {}
-        for sb, cb in zip(self_biases, cross_biases):
-            if (id(sb), id(cb)) not in found:
-                found[id(sb), id(cb)] = (open_span(sb if band else None, steps, causal=True),
-                                         open_span(cb if band else None, memory.shape[1]))
-        spans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
-        tokens = []
-        for t in range(steps):
-            x = self._embed(out[:, -1:], t_pos[t : t + 1])
-            for layer, cache, self_bias, cross_bias, ((keep, _), (c_from, c_to)) in zip(
-                self.decoder, caches, self_biases, cross_biases, spans
-            ):
-                lo, c_lo, c_hi = int(keep[t]), int(c_from[t]), int(c_to[t])
-                row_self = None if self_bias is None else self_bias[..., t : t + 1, lo : t + 1]
-                row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, c_lo:c_hi]
-                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
-                                cache, (lo, c_lo, c_hi))
-            out = self.head(self.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
-            tokens.append(out)
-        return torch.cat(tokens, dim=1)
+    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, skip_closed: bool = True) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens (:func:`~.decoding.greedy_decode`): ``(b, steps)``."""
+        return decoding.greedy_decode(self, src, steps, use_cache, skip_closed)

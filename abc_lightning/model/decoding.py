@@ -1,0 +1,146 @@
+"""Greedy decoding: the KV-cached decoder that skips the keys a bias closes, and the chunked encoder.
+
+Evaluation is exact match of greedy decoding over the whole output, so this is the hot
+path of ``test``, ``predict`` and ABC's calibration. Three things keep it linear in the
+length under an ABS window or an ABC bias:
+
+- **KV cache.** Each step runs only the newest position against cached keys and values.
+  Biases are built once for all steps; row ``t`` is used at step ``t``, which gives exactly
+  the tokens of full recomputation (``use_cache=False``).
+- **Key spans** (``skip_closed``). Step ``t`` attends only to the span of keys its bias row
+  leaves open (:func:`open_span`); self-attention keys that no later row opens are dropped
+  from the cache for good. Under an open bias (ALiBi, T5, none) nothing is skipped.
+- **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
+  only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
+  encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from abc_lightning import vocab
+from abc_lightning.model.attention import Band
+
+# ``model`` below is a transformer.Seq2SeqTransformer, which imports this module (names only
+# in annotations, which are never evaluated here).
+
+ENCODE_TOKENS = 16384  # source tokens per encoder pass
+
+
+class KeySpans(NamedTuple):
+    """What one cached decoding step of one layer reads, as absolute key indices: its
+    self-attention keys from ``self_from`` on (earlier ones are dropped from the cache for
+    good) and the memory keys ``[cross_from, cross_to)``."""
+
+    self_from: int
+    cross_from: int
+    cross_to: int
+
+
+def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query row of a bias ``(h|1, q, k)``: the key span ``[from, to)`` it leaves open.
+
+    A key is open when any head gives it a finite bias. For ``causal`` (decoder
+    self-attention, where the cache is trimmed for good) ``from`` is the smallest start of
+    this and every later row, so that a key dropped at step t is never needed again. A row
+    with no open key keeps every key, so skipping never changes the result.
+    """
+    q = bias.shape[-2] if bias is not None else n_keys
+    full_from, full_to = torch.zeros(q, dtype=torch.long), torch.full((q,), n_keys, dtype=torch.long)
+    if bias is None:
+        return full_from, full_to
+    is_open = torch.isfinite(bias).any(dim=0).cpu()  # (q, k)
+    any_open = is_open.any(dim=1)
+    first = torch.where(any_open, is_open.int().argmax(dim=1), full_from)
+    last = torch.where(any_open, n_keys - is_open.flip(1).int().argmax(dim=1), full_to)
+    if causal:
+        first = first.flip(0).cummin(0).values.flip(0)
+    return first, last
+
+
+def band_of(bias: torch.Tensor | None, n_keys: int, max_width: int = 16) -> Band | None:
+    """The :class:`~.attention.Band` of a square self-attention bias, or None.
+
+    Every query row ``i`` of the bias leaves open only keys ``i + first_offset … i +
+    first_offset + width − 1``; the band's bias holds those cells (−inf where they fall
+    outside the sequence). None when there is no bias or the band is wider than
+    ``max_width`` (then one dense call is as fast).
+    """
+    if bias is None or bias.shape[-2] != n_keys:
+        return None
+    first, last = open_span(bias, n_keys)
+    rows = torch.arange(n_keys)
+    lo, hi = int((first - rows).min()), int((last - 1 - rows).max())
+    width = hi - lo + 1
+    if width > max_width or 2 * width > n_keys:
+        return None
+    cols = rows[:, None] + lo + torch.arange(width)[None, :]  # (q, width)
+    inside = ((cols >= 0) & (cols < n_keys)).to(bias.device)
+    cells = bias[..., rows[:, None].to(bias.device), cols.clamp(0, n_keys - 1).to(bias.device)]
+    return Band(cells.masked_fill(~inside, float("-inf")), lo)
+
+
+@torch.no_grad()
+def encode_in_chunks(model: Seq2SeqTransformer, src: torch.Tensor) -> torch.Tensor:
+    """The encoder's memory for ``src (b, s)``, in chunks of about :data:`ENCODE_TOKENS`
+    source tokens: on CPU, one pass over a whole batch of long inputs spilled out of cache
+    and cost 5x more per sample."""
+    chunk = max(1, ENCODE_TOKENS // max(src.shape[1], 1))
+    return torch.cat([model.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
+
+
+def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_cache: bool = True,
+                  skip_closed: bool = True) -> torch.Tensor:
+    """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
+
+    ``use_cache=False`` recomputes the whole prefix at every step (the reference the cached
+    decoder is tested against); ``skip_closed`` reads only the keys each bias row opens.
+    """
+    memory = encode_in_chunks(model, src)
+    out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
+    t_pos = model.position_index(steps, src.device)
+    if not use_cache:
+        for t in range(steps):
+            logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1])
+            out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        return out[:, 1:]
+    s_pos = model.position_index(memory.shape[1], src.device)
+    n = len(model.decoder)
+    self_biases = model.layer_biases("decoder", t_pos, t_pos, n)
+    cross_biases = model.layer_biases("cross", t_pos, s_pos, n)
+    rotary, cross_rotary = model.rotary_for("decoder"), model.rotary_for("cross")
+    caches: list[dict] = [{} for _ in model.decoder]
+    # Key spans per layer (layers usually share one bias tensor); without skip_closed every
+    # span is the whole row, which the layers treat exactly like no span at all.
+    found: dict[tuple[int, int], tuple] = {}
+    for sb, cb in zip(self_biases, cross_biases):
+        if (id(sb), id(cb)) not in found:
+            found[id(sb), id(cb)] = (open_span(sb if skip_closed else None, steps, causal=True),
+                                     open_span(cb if skip_closed else None, memory.shape[1]))
+    spans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
+    tokens = []
+    for t in range(steps):
+        x = model.embed(out[:, -1:], t_pos[t : t + 1])
+        for layer, cache, self_bias, cross_bias, ((keep, _), (c_from, c_to)) in zip(
+            model.decoder, caches, self_biases, cross_biases, spans
+        ):
+            span = KeySpans(int(keep[t]), int(c_from[t]), int(c_to[t]))
+            row_self = None if self_bias is None else self_bias[..., t : t + 1, span.self_from : t + 1]
+            row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, span.cross_from : span.cross_to]
+            x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
+                            cache, span)
+        out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
+        tokens.append(out)
+    return torch.cat(tokens, dim=1)
+
+
+@torch.no_grad()
+def attention_on_own_output(model: Seq2SeqTransformer, src: torch.Tensor, steps: int) -> dict:
+    """Greedy-decode ``steps`` tokens, then re-run teacher-forced on that output and return
+    its attention maps by kind and layer (what ABC calibrates and heatmaps draw)."""
+    decoded = greedy_decode(model, src, steps)
+    dec_in = torch.cat([torch.full_like(decoded[:, :1], vocab.SOS), decoded[:, :-1]], dim=1)
+    return model(src, dec_in, return_attention=True).attention
