@@ -162,34 +162,35 @@ class Task(ABC):
         if self.arity == 1:
             body = operands[0]
         else:
-            a, b = operands
             op = np.full((n, 1), vocab.TOKEN[self.operator])
-            if aligned:
-                b = np.broadcast_to(b, a.shape) if b.shape[1] == 1 else b
-                pairs = np.stack([a, b], axis=2).reshape(n, -1)
-                body = np.concatenate([op, pairs], axis=1)
-            else:
-                body = np.concatenate([a, op, b], axis=1)
+            if aligned:  # op, then each column's digits side by side: a_n b_n … a_1 b_1
+                width = operands[0].shape[1]
+                columns = [np.broadcast_to(x, (n, width)) if x.shape[1] == 1 else x for x in operands]
+                body = np.concatenate([op, np.stack(columns, axis=2).reshape(n, -1)], axis=1)
+            else:  # a op b (op c …)
+                body = np.concatenate([part for x in operands for part in (op, x)][1:], axis=1)
         return np.concatenate([sos, body, eos], axis=1)
 
     def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
         """``(start, width)`` of each source span that grows (on its left) with the length.
 
         ABC's segment alignment moves calibrated lines by these spans' growth. Natural form:
-        ``$ a + b &`` has two; a unary task or N×1 (whose multiplier is one digit) has one.
+        ``$ a + b &`` has two (``$ a + b + c &`` three); a unary task or N×1 (whose
+        multiplier is one digit) has one.
         """
         if self.arity == 1:
             return [(1, src_width - 2)]
         if aligned:
-            return [(2, src_width - 3)]  # $ op, then the interleaved pairs
-        width = (src_width - 3) // 2
-        return [(1, width), (width + 2, width)]
+            return [(2, src_width - 3)]  # $ op, then the interleaved columns
+        width = (src_width - 2 - (self.arity - 1)) // self.arity
+        return [(1 + i * (width + 1), width) for i in range(self.arity)]
 
     def digit_stride(self, aligned: bool) -> int | None:
-        """Source tokens per output digit position, or None where the input is not aligned."""
+        """Source tokens per output digit position (one per operand in the aligned form), or
+        None where the input is not aligned."""
         if self.arity == 1:
             return 1
-        return 2 if aligned else None
+        return self.arity if aligned else None
 
     # ---- worst cases --------------------------------------------------------------
     @abstractmethod

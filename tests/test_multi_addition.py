@@ -1,0 +1,86 @@
+"""Three-operand addition, a task added as one file: answers, carries above 1, worst cases, cells."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from abc_lightning import vocab
+from abc_lightning.cli import ABCLightningCLI
+from abc_lightning.data import data_module_for, eval_size
+from abc_lightning.errors import InputError
+from abc_lightning.tasks import TASKS, get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def as_int(digits) -> int:
+    return int("".join(str(int(d)) for d in digits))
+
+
+def carries(parts: list[int]) -> list[int]:
+    """The carry out of each column of a sum, from Python integers alone."""
+    width = max(len(str(p)) for p in parts) + 1
+    return [sum(p % 10**i for p in parts) // 10**i for i in range(1, width + 1)]
+
+
+def test_it_is_registered_with_a_data_module_and_its_cells():
+    from abc_lightning import reproduce
+
+    assert "addition3" in TASKS and type(data_module_for("addition3")).__name__ == "Addition3"
+    keys = {c.key for c in reproduce.all_cells()}
+    assert {"abs_addition3", "addition3_nope_w1", "addition3_vanilla", "abc_addition3"} <= keys
+
+
+def test_the_worked_example_of_the_docstring():
+    t = get_task("addition3")
+    ops = t.operands_from_text(["123", "958", "76"], 8)
+    assert vocab.decode(t.source(ops)[0]) == "$00000123+00000958+00000076&"
+    assert vocab.decode(t.source(ops, aligned=True)[0]) == "$+" + "000" * 5 + "190257386&"
+    assert t.format_answer(list(t.target(ops)[0])) == "1157"
+    assert t.growing_segments(t.source(ops).shape[1]) == [(1, 8), (10, 8), (19, 8)]
+    assert t.digit_stride(aligned=True) == 3
+
+
+@pytest.mark.parametrize("length", [1, 2, 6, 7, 60, 600])
+def test_random_samples_are_answered_as_python_integers(length):
+    t = get_task("addition3")
+    ops = t.sample(np.random.default_rng(length), eval_size(length, 200), length)
+    target = t.target(ops)
+    for i in range(ops[0].shape[0]):
+        parts = [as_int(x[i]) for x in ops]
+        assert all(len(str(p)) == length for p in parts)
+        assert as_int(target[i][::-1]) == sum(parts)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 7, 60, 600])
+def test_worst_cases_are_right_and_hold_the_carries_they_claim(length):
+    t = get_task("addition3")
+    names, family, operands, texts = t.worst_case_set(length)
+    target = t.target(operands)
+    rows = {name: [] for name in names}
+    for row, text in enumerate(texts):
+        parts = [int(p) for p in text.split("+")]
+        assert len(parts) == 3 and as_int(target[row][::-1]) == sum(parts)
+        assert max(len(p) for p in text.split("+")) == length
+        rows[names[family[row]]].append(parts)
+    assert max(carries(rows["all_nines"][0])) == 2  # a carry of 2 in every column
+    if length >= 3:
+        # the big carry becomes a 1 that crosses every column above it
+        assert carries(rows["big_carry_into_nines"][0])[: length] == [2] + [1] * (length - 1)
+    if length >= 7:
+        chain = carries(rows["carry_chains"][-1])
+        assert chain[: length - 1] == [1] * (length - 1)
+
+
+@pytest.mark.parametrize("text", ["12+34", "12+34+", "1+2+3+4", "12*3*4"])
+def test_malformed_inputs_are_refused(text):
+    with pytest.raises(InputError):
+        get_task("addition3").parse(text)
+
+
+def test_the_abs_cell_reads_one_column_of_three_digits():
+    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Addition3",
+                                "--trainer.logger=false"], run=False)
+    window = next(cb for cb in cli.trainer.callbacks if type(cb).__name__ == "AttentionWindow")
+    assert cli.datamodule.digit_stride == 3 and window.cross_width_for(cli.datamodule) == 0
