@@ -36,6 +36,7 @@ def test_phases_run_in_one_fit_and_artifacts_are_written():
     run = Path("runs/debug/version_0")
     phases = json.loads((run / "abc" / "phases.json").read_text())
     assert phases["phase"] == "done"  # epoch 0 calibrates, epoch 1 ends the retraining
+    assert json.loads((run / "val_accuracy.json").read_text())["stopped"] == "interpolated"  # not a cap or budget
     assert set(phases["seconds"]) == {"interpolate", "calibrate", "retrain"}
     lines = torch.load(run / "abc" / "lines.pt", weights_only=True)
     assert set(lines) == {"cross", "decoder"}

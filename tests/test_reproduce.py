@@ -91,3 +91,28 @@ def test_an_old_record_keeps_its_tables_commit_once_the_table_has_several(tmp_pa
     assert json.loads((cell_dir / "abs_parity.json").read_text())["commit"] == "aaaaaaa"
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0  # now "several"
     assert "`aaaaaaa` (1 cells), `bbbbbbb` (1 cells)" in (tmp_path / "table1.md").read_text()
+
+
+def test_a_capped_cell_is_marked_in_the_table(tmp_path):
+    cell = Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor")
+    record = {"rows": [{"length": 60, "accuracy": 97.0}], "train_seconds": 540.0, "steps": 1364,
+              "stopped": "time cap", "command": cell.command}
+    text = write_table("table1", [cell], {"abs_successor": record}, tmp_path)
+    assert "| successor | + T=3 **(capped)** |" in text and "**capped**: max_time ran out" in text
+    record["stopped"] = "interpolated"
+    assert "capped" not in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
+
+
+def test_a_fit_records_why_it_stopped(tmp_path):
+    from abc_lightning.cli import run_cli
+
+    config = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
+    common = ["fit", "--config", config, "--trainer.enable_progress_bar=false", "--trainer.limit_val_batches=1",
+              "--data.val_lengths=[6]", "--wandb.mode=disabled"]
+    assert run_cli([*common, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+                    "--trainer.logger.init_args.version=budget"]) == 0
+    assert run_cli([*common, "--trainer.max_epochs=1000", "--trainer.max_time=00:00:00:02",
+                    "--trainer.logger.init_args.version=capped"]) == 0
+    stopped = {v: json.loads(Path(f"runs/debug/{v}/val_accuracy.json").read_text())["stopped"]
+               for v in ("budget", "capped")}
+    assert stopped == {"budget": "step budget", "capped": "time cap"}

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.callbacks import ProgressBar, Timer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -62,6 +62,7 @@ class StopOnInterpolation(L.Callback):
     def __init__(self, monitor: str = "val/acc", threshold: float = 1.0, patience: int = 3) -> None:
         self.monitor, self.threshold, self.patience = monitor, threshold, patience
         self.streak = 0
+        self.stopped = False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -69,13 +70,25 @@ class StopOnInterpolation(L.Callback):
         value = trainer.callback_metrics.get(self.monitor)
         self.streak = self.streak + 1 if value is not None and float(value) >= self.threshold else 0
         if self.streak >= self.patience:
-            trainer.should_stop = True
+            trainer.should_stop = self.stopped = True
 
     def state_dict(self) -> dict:
         return {"streak": self.streak}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.streak = state_dict.get("streak", 0)
+
+
+def stop_reason(trainer: L.Trainer) -> str:
+    """Why a fit ended: ``interpolated`` (a stopping rule: StopOnInterpolation, or ABC's
+    retraining done), ``time cap`` (``max_time`` ran out first: the run did not finish its
+    budget and must be reported as capped), or ``step budget`` (``max_epochs``/``max_steps``)."""
+    if any(getattr(cb, "stopped", False) or getattr(cb, "phase", None) == "done" for cb in trainer.callbacks):
+        return "interpolated"
+    timer = next((cb for cb in trainer.callbacks if isinstance(cb, Timer)), None)
+    if timer is not None and timer._duration is not None and timer.time_remaining("train") <= 0:
+        return "time cap"
+    return "step budget"
 
 
 def short(text: str, keep: int = 24) -> str:
@@ -132,6 +145,8 @@ class AccuracyTable(L.Callback):
         out.mkdir(parents=True, exist_ok=True)
         record = {"task": dm.task.name, "stage": stage, "rows": rows,
                   "seconds": round(time.perf_counter() - self._start, 1), "global_step": trainer.global_step}
+        if stage == "val":
+            record["stopped"] = stop_reason(trainer)
         if failures:
             record["worst_failures"] = failures
         title = f"{dm.task.name}: {stage} accuracy by length"
