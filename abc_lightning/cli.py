@@ -289,6 +289,10 @@ class ABCLightningCLI(LightningCLI):
         for callback in self.trainer.callbacks:
             if hasattr(callback, "check_data"):
                 callback.check_data(dm)
+        period = getattr(model.model.position_index, "period", None)
+        if period is not None and period != dm.task.cpi_period and stage == "fit":
+            warnings.warn(f"{dm.task.name} declares CPI period {dm.task.cpi_period} (see its task file), and this "
+                          f"run uses {period}: --model.position_index.period={dm.task.cpi_period}", stacklevel=2)
 
     def _claim_version(self) -> None:
         """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.

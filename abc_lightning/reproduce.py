@@ -41,10 +41,30 @@ class Cell(NamedTuple):
     warm_start: str = ""  # "<table>/<key>": start from that cell's best checkpoint (--model.init_from)
     long: bool = False  # also test at LONG_LENGTHS (LONG_SAMPLES each): cells that extrapolate
     note: str = ""  # what the paper column shows where it has no number
+    seed: int = 0  # --seed_everything and --data.seed (the model/shuffle seed and the permutation Π)
 
     @property
     def key(self) -> str:
         return self.name or Path(self.config).stem
+
+    @property
+    def base_key(self) -> str:
+        """The cell's name without its seed: the row of the table its records share."""
+        return self.key.split(".seed")[0]
+
+    def for_seed(self, seed: int) -> "Cell":
+        """The same cell under another seed: both the model/shuffle seed (``seed_everything``)
+        and the split permutation Π (``data.seed``) change. Seed 0 is the configs' own, so its
+        command and record name stay as they were; seed S is recorded as ``<name>.seedS``."""
+        if seed == self.seed:
+            return self
+        base = self._replace(name=self.base_key, seed=0, warm_start=self.warm_start.split(".seed")[0],
+                             overrides=tuple(o for o in self.overrides if not o.startswith(SEED_FLAGS)))
+        if seed == 0:
+            return base
+        warm = f"{base.warm_start}.seed{seed}" if base.warm_start else ""
+        return base._replace(name=f"{base.base_key}.seed{seed}", seed=seed, warm_start=warm,
+                             overrides=(*base.overrides, f"--seed_everything={seed}", f"--data.seed={seed}"))
 
     def init_from(self, results: Path | str = "results") -> list[str]:
         if not self.warm_start:
@@ -56,6 +76,8 @@ class Cell(NamedTuple):
     def command(self) -> str:
         return " ".join(["python -m abc_lightning fit --config", self.config, *self.init_from(), *self.overrides])
 
+
+SEED_FLAGS = ("--seed_everything=", "--data.seed=")
 
 # ---- the cell matrix: every registered task × the rows of each table ------------------
 # A task's rows, paper figures and labels come from its class (abc_lightning/tasks/), so a new
@@ -98,11 +120,18 @@ def _tasks():
     return TASKS
 
 
+def cpi(task) -> tuple[str, ...]:
+    """The task's own CPI period where it is not the config's (3)."""
+    return () if task.cpi_period == 3 else (f"--model.position_index.period={task.cpi_period}",)
+
+
 def table1_cells() -> list[Cell]:
     cells = []
     for name, task in _tasks().items():
         for row in task.rows:
             label, config, over, key = TABLE1_ROWS[row]
+            if row == "T3":
+                label, over = f"+ T={task.cpi_period}", cpi(task)
             cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
                               (data_flag(name), *over), key.format(task=name), home="table1",
                               long=row != "vanilla", note=task.paper_note if row == "vanilla" else ""))
@@ -112,8 +141,9 @@ def table1_cells() -> list[Cell]:
                       home="table1", long=True))
     # Supplementary, not in the paper: + T=3 with the encoder windowed too (w=1 each side),
     # which makes evaluation linear in the length (README, "Speed").
-    cells += [Cell(name, "+ T=3, encoder window w=1 (ours)", ABS, None, (data_flag(name), "--bias.encoder_width=1"),
-                   f"{name}_T3_encoder_w1", home="table1", long=True)
+    cells += [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
+                   (data_flag(name), *cpi(task), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home="table1",
+                   long=True)
               for name, task in _tasks().items() if "T3" in task.rows]
     return cells
 
@@ -201,7 +231,8 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     record = {"config": cell.config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
               "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "stopped": fit_val.get("stopped"),
               "rows": rows,
-              "command": cell.command, "commit": short_commit(), "date": str(datetime.date.today()), **RUN_INFO}
+              "command": cell.command, "seed": cell.seed, "commit": short_commit(), "date": str(datetime.date.today()),
+              **RUN_INFO}
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
@@ -277,62 +308,99 @@ def worst_failure_line(cell: Cell, row: dict) -> str:
     return f"- {cell.task} / {cell.label}, {row['length']} digits: " + "; ".join(parts)
 
 
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def spread_of(values: list[float | None]) -> str:
+    """One table cell over seeds: the value of a single seed, or ``median / min``."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "–"
+    if len(present) == 1:
+        return fmt(present[0])
+    return f"{fmt(median(present))} / {fmt(min(present))}"
+
+
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
+    """The table of ``cells`` from ``records`` (cell key -> a record, or one record per seed).
+
+    With several seeds a length's column shows the median and the minimum over them, and
+    ``≥ 99 at 60`` how many seeds reached 99% at 60 digits."""
+    by_key = {k: (v if isinstance(v, list) else [v]) for k, v in records.items()}
+    every = [r for c in cells for r in by_key.get(c.key, [])]
     previous_path = out / f"{table}.json"
     previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
-    commits, date = provenance([records[c.key] for c in cells if c.key in records], previous)
+    commits, date = provenance(every, previous)
     commit = (f"`{next(iter(commits))}`" if len(commits) == 1 else
-              "several: " + ", ".join(f"`{c}` ({n} cells)" for c, n in commits.items()) if commits else "none")
-    runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in records.values()})
+              "several: " + ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items()) if commits else "none")
+    runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in every})
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
+    seeds = sorted({r.get("seed", 0) for r in every})
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
-            f"with {os.cpu_count()} CPU cores ({how}). "
-            f"Regenerate: `python -m abc_lightning reproduce {table}`. "
+            f"with {os.cpu_count()} CPU cores ({how}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
+            f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
+            f"--data.seed=S`). Regenerate: `python -m abc_lightning reproduce {table} --seeds "
+            f"{' '.join(map(str, seeds or [0]))}`. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
             f"tested there (`--long-only` adds it to finished cells). "
             f"*Worst* columns: accuracy on the task's worst-case set at that length (hand-picked inputs "
             f"such as 99…9 + 1, the same for every seed; `data.worst_case` in the README); – where the "
             f"cell was not tested there. Families that fail are listed under the table.\n\n"
-            f"| task | config | {' | '.join(map(str, LENGTHS))} | {' | '.join(f'worst {n}' for n in WORST_LENGTHS)} "
-            "| paper 60 | train time | command |\n"
-            f"|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
+            f"| task | config | seeds | ≥ 99 at 60 | {' | '.join(map(str, LENGTHS))} | "
+            f"{' | '.join(f'worst {n}' for n in WORST_LENGTHS)} | paper 60 | train time | command |\n"
+            f"|---|---|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
     lines, failures = [], []
     for cell in cells:
-        rec = records.get(cell.key)
-        if rec is None:
+        recs = sorted(by_key.get(cell.key, []), key=lambda r: r.get("seed", 0))
+        if not recs:
             blank = " |" * (len(LENGTHS) + len(WORST_LENGTHS))
-            lines.append(f"| {cell.task} | {cell.label} | not run{blank} {fmt(cell.paper60)} |  "
+            lines.append(f"| {cell.task} | {cell.label} | not run | |{blank} {cell.note or fmt(cell.paper60)} |  "
                          f"| `{cell.command}` |")
             continue
-        acc = {r["length"]: r["accuracy"] for r in rec["rows"]}
-        worst = {r["length"]: r.get("worst") for r in rec["rows"]}
-        cols = " | ".join([*(fmt(acc.get(n)) for n in LENGTHS), *(fmt(worst.get(n)) for n in WORST_LENGTHS)])
-        failures += [worst_failure_line(cell, r) for r in rec["rows"] if r["length"] in WORST_LENGTHS
-                     and any(a < 100 for a in r.get("worst_families", {}).values())]
+        acc = [{r["length"]: r["accuracy"] for r in rec["rows"]} for rec in recs]
+        worst = [{r["length"]: r.get("worst") for r in rec["rows"]} for rec in recs]
+        cols = " | ".join([*(spread_of([a.get(n) for a in acc]) for n in LENGTHS),
+                           *(spread_of([w.get(n) for w in worst]) for n in WORST_LENGTHS)])
+        at60 = [a.get(60) for a in acc]
+        reached = f"{sum(v >= 99 for v in at60 if v is not None)}/{sum(v is not None for v in at60)}"
+        for rec in recs:
+            tag = f" (seed {rec['seed']})" if rec.get("seed") else ""
+            failures += [worst_failure_line(cell, r) + tag for r in rec["rows"] if r["length"] in WORST_LENGTHS
+                         and any(a < 100 for a in r.get("worst_families", {}).values())]
         paper = cell.note or fmt(cell.paper60)
-        time_note = f"{rec['train_seconds']:.0f} s ({rec['steps']} steps)"
+        first = recs[0]
+        steps = sorted(r["steps"] for r in recs)
+        seconds = median([r["train_seconds"] for r in recs])
+        time_note = (f"{first['train_seconds']:.0f} s ({first['steps']} steps)" if len(recs) == 1 else
+                     f"median {seconds:.0f} s ({steps[0]}–{steps[-1]} steps)")
         label = cell.label
-        if rec.get("stopped") == "time cap":  # never shown as if it had finished its budget
+        capped = [r for r in recs if r.get("stopped") == "time cap"]
+        if capped:  # never shown as if it had finished its budget
             label += " **(capped)**"
-            time_note += "; **capped**: max_time ran out before the step budget or the stopping rule"
-        if "phases" in rec:
-            p = rec["phases"]
+            time_note += (f"; **capped** in {len(capped)} of {len(recs)} seeds: max_time ran out before the step "
+                          "budget or the stopping rule")
+        if "phases" in first and len(recs) == 1:
+            p = first["phases"]
             time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
-        if "warm_start" in rec:
-            w = rec["warm_start"]
+        if "warm_start" in first:
+            w = first["warm_start"]
             time_note += f"; after {w['train_seconds']:.0f} s ({w['steps']} steps) of {w['cell']}"
-        if "note" in rec:  # a remark recorded by hand, e.g. a test stopped before it ended
-            time_note += f"; note: {rec['note']}"
-        lines.append(f"| {cell.task} | {label} | {cols} | {paper} | {time_note} | `{rec['command']}` |")
+        notes = [f"seed {r.get('seed', 0)}: {r['note']}" if len(recs) > 1 else r["note"] for r in recs if "note" in r]
+        if notes:  # a remark recorded by hand, e.g. a test stopped before it ended
+            time_note += "; note: " + "; ".join(notes)
+        lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {cols} | {paper} | {time_note} "
+                     f"| `{first['command']}` |")
     text = head + "\n".join(lines) + "\n"
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     (out / f"{table}.md").write_text(text)
-    (out / f"{table}.json").write_text(json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None, "commits": commits, "date": date,
-                                                    "cells": [records[c.key] for c in cells if c.key in records]},
-                                                   indent=2))
+    (out / f"{table}.json").write_text(json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None,
+                                                    "commits": commits, "date": date, "cells": every}, indent=2))
     return text
 
 
@@ -347,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"only add the {LONG_LENGTHS}-digit test to finished cells that lack it (no training)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="cells run at once, each with cores/jobs torch threads (default 1)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="run each cell once per seed (default: 0, the configs' own); finished seeds are "
+                             "skipped. Seed S sets --seed_everything=S and --data.seed=S")
     parser.epilog = "Overrides for every cell go after a literal --, e.g. -- --trainer.max_epochs=2"
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -370,8 +441,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         RUN_INFO.update(threads=os.environ.get("OMP_NUM_THREADS", "all"))
 
+    if any(seed < 0 for seed in args.seeds):
+        parser.exit(2, f"abc_lightning: error: --seeds must be >= 0, got {args.seeds}\n")
+    seeds = list(dict.fromkeys(args.seeds))
+
     def wanted(cell: Cell) -> bool:
-        return args.only is None or cell.key in args.only
+        return args.only is None or cell.base_key in args.only
 
     def todo(cell: Cell) -> bool:
         return wanted(cell) and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
@@ -383,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[reproduce] done {cell.key}", flush=True)
 
     if args.long_only:
-        for cell in cells:
+        for cell in [c.for_seed(s) for c in cells for s in seeds]:
             path = cell_dir(cell) / f"{cell.key}.json"
             if cell.long and wanted(cell) and path.exists():
                 record = json.loads(path.read_text())
@@ -394,27 +469,34 @@ def main(argv: list[str] | None = None) -> int:
         args.table_only = True
 
     # Warm-started cells wait for the cells they start from; those run first, if needed.
-    needed = {c.warm_start for c in cells if c.warm_start and todo(c)}
-    first = [c for c in all_cells() if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
-    for stage in ([*dict.fromkeys([*first, *(c for c in cells if todo(c) and not c.warm_start)])],
-                  [c for c in cells if todo(c) and c.warm_start]):
+    runs = [c.for_seed(s) for s in seeds for c in cells]
+    needed = {c.warm_start for c in runs if c.warm_start and todo(c)}
+    first = [c.for_seed(s) for s in seeds for c in all_cells()]
+    first = [c for c in first if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
+    for stage in ([*dict.fromkeys([*first, *(c for c in runs if todo(c) and not c.warm_start)])],
+                  [c for c in runs if todo(c) and c.warm_start]):
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for future in [pool.submit(work, cell) for cell in stage]:
                 future.result()
-    records = {cell.key: json.loads((cell_dir(cell) / f"{cell.key}.json").read_text())
-               for cell in cells if (cell_dir(cell) / f"{cell.key}.json").exists()}
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
-    for cell in cells:  # a record from before records kept their commit takes the table's, once, for good
-        record = records.get(cell.key)
-        if record is not None and not record.get("commit") and previous.get("commit"):
-            record.update(commit=previous["commit"], date=record.get("date") or previous.get("date"))
-            (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
+    records: dict[str, list[dict]] = {}
+    for cell in cells:  # every seed on disk, whether or not this call ran it
+        for path in [cell_dir(cell) / f"{cell.key}.json", *sorted(cell_dir(cell).glob(f"{cell.key}.seed*.json"))]:
+            if not path.exists():
+                continue
+            record = json.loads(path.read_text())
+            if not record.get("commit") and previous.get("commit"):
+                # a record from before records kept their commit takes the table's, once, for good
+                record.update(commit=previous["commit"], date=record.get("date") or previous.get("date"))
+                path.write_text(json.dumps(record, indent=2))
+            records.setdefault(cell.key, []).append(record)
     print(write_table(args.table, cells, records, out))
     curves: dict[str, dict[str, list[dict]]] = {}
-    for cell in cells:
-        if "curve" in records.get(cell.key, {}):
-            curves.setdefault(cell.task, {})[cell.label] = records[cell.key]["curve"]
+    for cell in cells:  # the figure draws seed 0 (or the lowest seed run)
+        recs = sorted(records.get(cell.key, []), key=lambda r: r.get("seed", 0))
+        if recs and "curve" in recs[0]:
+            curves.setdefault(cell.task, {})[cell.label] = recs[0]["curve"]
     if curves:
         from abc_lightning.plotting import accuracy_curves
 

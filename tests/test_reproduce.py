@@ -16,11 +16,11 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
                                      "expected": "1" + "0" * 60}]})
     records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = ("| task | config | 6 | 10 | 15 | 20 | 60 | 600 | worst 60 | worst 600 | paper 60 | train time "
-              "| command |")
+    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 600 | worst 60 | worst 600 | paper 60 "
+              "| train time | command |")
     assert header in text
-    assert "| successor | + T=3 | 100 | 100 | 100 | 100 | 100 | – | 96.15 | – | 100 | 42 s (1000 steps) |" in text
-    assert "| addition | + T=3 | not run | | | | | | | | 100 |" in text  # 13 columns, as the header
+    assert "| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | 96.15 | – | 100 | 42 s (1000 steps) |" in text
+    assert "| addition | + T=3 | not run | | | | | | | | | | 100 |" in text  # 15 columns, as the header
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
     saved = json.loads((tmp_path / "table1.json").read_text())
@@ -34,7 +34,7 @@ def test_table_only_rebuilds_from_records_without_training(tmp_path, monkeypatch
     (cell_dir / "abs_parity.json").write_text(json.dumps(
         {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
-    assert "| parity | + T=3 | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
 
 
 def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
@@ -75,7 +75,7 @@ def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatc
             {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--long-only", "--results", str(tmp_path)]) == 0
     assert calls == [("abs_parity", "long", [600], 1000)]  # the vanilla cell is not tested at 600
-    assert "| parity | + T=3 | – | – | – | – | 100 | 99.5 |" in Path(tmp_path / "table1.md").read_text()
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 |" in Path(tmp_path / "table1.md").read_text()
     reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
     assert len(calls) == 1  # already there: not tested again
 
@@ -90,7 +90,7 @@ def test_an_old_record_keeps_its_tables_commit_once_the_table_has_several(tmp_pa
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
     assert json.loads((cell_dir / "abs_parity.json").read_text())["commit"] == "aaaaaaa"
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0  # now "several"
-    assert "`aaaaaaa` (1 cells), `bbbbbbb` (1 cells)" in (tmp_path / "table1.md").read_text()
+    assert "`aaaaaaa` (1 runs), `bbbbbbb` (1 runs)" in (tmp_path / "table1.md").read_text()
 
 
 def test_a_capped_cell_is_marked_in_the_table(tmp_path):
@@ -98,7 +98,7 @@ def test_a_capped_cell_is_marked_in_the_table(tmp_path):
     record = {"rows": [{"length": 60, "accuracy": 97.0}], "train_seconds": 540.0, "steps": 1364,
               "stopped": "time cap", "command": cell.command}
     text = write_table("table1", [cell], {"abs_successor": record}, tmp_path)
-    assert "| successor | + T=3 **(capped)** |" in text and "**capped**: max_time ran out" in text
+    assert "| successor | + T=3 **(capped)** |" in text and "**capped** in 1 of 1 seeds: max_time ran out" in text
     record["stopped"] = "interpolated"
     assert "capped" not in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
 
@@ -116,3 +116,30 @@ def test_a_fit_records_why_it_stopped(tmp_path):
     stopped = {v: json.loads(Path(f"runs/debug/{v}/val_accuracy.json").read_text())["stopped"]
                for v in ("budget", "capped")}
     assert stopped == {"budget": "step budget", "capped": "time cap"}
+
+
+def test_seeds_run_once_each_are_skipped_when_done_and_summarised_as_median_and_min(tmp_path, monkeypatch):
+    seen = []
+    accuracy = {0: 100.0, 1: 97.0, 2: 99.5}
+
+    def fake_run(cell, out, extra):
+        seen.append((cell.key, cell.seed, cell.command))
+        return {"rows": [{"length": 60, "accuracy": accuracy[cell.seed]}], "train_seconds": 10.0 + cell.seed,
+                "steps": 100 * (cell.seed + 1), "command": cell.command, "seed": cell.seed}
+
+    monkeypatch.setattr(reproduce, "run_cell", fake_run)
+    reproduce.main(["table1", "--only", "abs_parity", "--seeds", "0", "1", "--results", str(tmp_path)])
+    assert [(k, s) for k, s, _ in seen] == [("abs_parity", 0), ("abs_parity.seed1", 1)]
+    assert seen[0][2].endswith("--data=Parity")  # seed 0 is the documented command
+    assert seen[1][2].endswith("--data=Parity --seed_everything=1 --data.seed=1")
+    seen.clear()
+    reproduce.main(["table1", "--only", "abs_parity", "--seeds", "0", "1", "2", "--results", str(tmp_path)])
+    assert [(k, s) for k, s, _ in seen] == [("abs_parity.seed2", 2)]  # finished seeds are skipped
+    text = (tmp_path / "table1.md").read_text()
+    # median 99.5 and min 97 at 60 digits; 2 of 3 seeds at >= 99%
+    assert "| parity | + T=3 | 3 | 2/3 | – | – | – | – | 99.5 / 97 |" in text
+    assert "median 11 s (100–300 steps)" in text and "Seeds: 0, 1, 2" in text
+    # a warm-started cell starts from the cell of its own seed
+    abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity").for_seed(3)
+    assert abc.warm_start == "table1/parity_vanilla.seed3" and abc.key == "abc_parity.seed3"
+    assert abc.for_seed(0).command == next(c for c in reproduce.table3_cells() if c.key == "abc_parity").command

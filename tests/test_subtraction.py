@@ -23,8 +23,11 @@ def test_it_is_registered_with_a_data_module_and_its_cells():
     from abc_lightning import reproduce
 
     assert "subtraction" in TASKS and type(data_module_for("subtraction")).__name__ == "Subtraction"
-    keys = {c.key for c in reproduce.all_cells()}
-    assert {"subtraction_vanilla", "abs_subtraction", "subtraction_nope_w1", "subtraction_rope", "abc_subtraction"} <= keys
+    cells = {c.key: c for c in reproduce.all_cells()}
+    assert {"subtraction_vanilla", "abs_subtraction", "subtraction_nope_w1", "subtraction_rope", "abc_subtraction"} <= set(cells)
+    # its ABS cell uses the CPI period it declares (2, its aligned stride)
+    assert cells["abs_subtraction"].command.endswith("--data=Subtraction --model.position_index.period=2")
+    assert cells["abs_subtraction"].label == "+ T=2"
 
 
 def test_the_worked_example_of_the_docstring():

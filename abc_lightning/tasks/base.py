@@ -92,6 +92,9 @@ class Task(ABC):
     - ``cross_width``: the cross-attention window ABS gives it (``AttentionWindow`` takes it
       unless told otherwise): 1 for unary tasks, 0 for aligned binary ones, where the two
       digits of a column sit side by side;
+    - ``cpi_period``: the period T of cyclic position indexing under ABS (the paper's 3). A
+      task whose operands play different roles in a column (subtraction) needs T equal to
+      its aligned stride, so that a column's tokens sit at the same phases at every length;
     - ``paper`` and ``paper_abc``: the papers' accuracy at 60 digits per row of Table 1
       (``vanilla``, ``w1``, ``T3``, ``nope_w1``) and of Table 3 (``ABC`` and the baseline
       schemes it compares with), shown beside ours; empty where the papers have no number;
@@ -105,6 +108,7 @@ class Task(ABC):
     base: int = 10
     pattern: re.Pattern
     cross_width: int = 1
+    cpi_period: int = 3
     paper: dict[str, float] = {}
     paper_abc: dict[str, float] = {}
     paper_note: str = ""

@@ -55,6 +55,10 @@ class Subtraction(Task):
     operator = "-"
     pattern = re.compile(r"\d+-\d+")
     cross_width = 0  # aligned input: a column's two digits sit side by side
+    # a − b is not b − a: the model must tell a column's two digits apart by position. With
+    # T = 3 the pair's phases depend on the width (2W + 3 tokens), and a model trained at
+    # width 8 was right only at widths ≡ 2 (mod 3); T = 2, the stride, keeps them fixed.
+    cpi_period = 2
     order = 10
 
     def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
