@@ -10,13 +10,13 @@ def average_attention(model, src: torch.Tensor, steps: int, source: str = "weigh
                       batch_size: int = 256) -> dict[str, list[torch.Tensor]]:
     """Greedy-decode ``steps`` tokens for ``src`` once, and average the attention of every
     kind and layer over the samples: ``{kind: [(H, q, k) per layer]}`` of the pre-softmax
-    ``scores`` or the post-softmax ``weights`` (what ABC calibrates from)."""
+    ``scores`` or the post-softmax ``weights`` (what ABC calibrates from), summed in float64."""
     total: dict[str, list[torch.Tensor]] = {}
     count = 0
     for start in range(0, src.shape[0], batch_size):
         chunk = src[start : start + batch_size]
         for kind, maps in model.attention_on_own_output(chunk, steps).items():
-            sums = [(m.scores if source == "scores" else m.weights).sum(0) for m in maps]
+            sums = [(m.scores if source == "scores" else m.weights).double().sum(0) for m in maps]
             total[kind] = sums if kind not in total else [t + a for t, a in zip(total[kind], sums)]
         count += chunk.shape[0]
     return {kind: [t / count for t in layers] for kind, layers in total.items()}

@@ -328,3 +328,21 @@ def test_one_model_calibrates_the_same_lines_on_one_and_two_threads():
     for one, two in zip(*kept):
         assert torch.equal(one.values, two.values)
     assert any(torch.isfinite(d.values).any() for d in kept[0])  # some line was kept
+
+
+def test_a_line_at_kappa_is_decided_the_same_under_float_noise():
+    """Summation order (the thread count) moves averaged attention by ~1e-7: a line whose
+    z-score sits at κ must not flip with it."""
+    from abc_lightning.biases.calibration import drop_off
+
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0, 10.0]], dtype=torch.float64)
+    present = torch.ones(5, dtype=torch.bool)
+    v = values[0]
+    z_top = float((v[-1] - v.mean()) / v.std(unbiased=False))
+    kept = []
+    for noise in (-1e-7, 0.0, 1e-7):
+        nudged = values.clone()
+        nudged[0, -1] += noise
+        kept.append(torch.isfinite(drop_off(nudged, present, kappa=z_top)).tolist())
+    assert kept[0] == kept[1] == kept[2]  # without the rounding, -1e-7 drops the line and +1e-7 keeps it
+    assert torch.isfinite(drop_off(values, present, kappa=round(z_top, 4) - 0.01))[0, -1]  # clearly above κ: kept

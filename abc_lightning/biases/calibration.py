@@ -168,16 +168,27 @@ def average_lines(a_bar: torch.Tensor, delta: int, reduce: Literal["mean", "sum"
     return values, present, c_min
 
 
+#: z-scores are compared with κ after rounding to this many decimals: a line whose z-score
+#: is within float noise of κ is decided the same way whatever the summation order.
+Z_DECIMALS = 4
+
+
 def drop_off(values: torch.Tensor, present: torch.Tensor, kappa: float | None) -> torch.Tensor:
-    """``(H, C)`` line values -> d_l − d_max where d_l > μ + κσ, else −inf (``kappa=None``: keep all)."""
+    """``(H, C)`` line values -> d_l − d_max where d_l > μ + κσ, else −inf (``kappa=None``: keep all).
+
+    Computed in float64, and the test is on the line's z-score rounded to
+    :data:`Z_DECIMALS` decimals, so that the thread count (which changes the order of the
+    float sums behind the averaged attention) cannot flip a line that sits at κ."""
+    values = values.double()
     v = values.masked_fill(~present, float("nan"))
     mu = torch.nanmean(v, dim=1, keepdim=True)
     sigma = torch.sqrt(torch.nanmean((v - mu) ** 2, dim=1, keepdim=True))
     d_max = torch.amax(values.masked_fill(~present, NEG_INF), dim=1, keepdim=True)
     keep = present[None, :].expand_as(values).clone()
     if kappa is not None:
-        keep &= values > mu + kappa * sigma
-    return torch.where(keep, values - d_max, torch.full_like(values, NEG_INF))
+        z = torch.round((values - mu) / sigma, decimals=Z_DECIMALS)
+        keep &= z > kappa
+    return torch.where(keep, values - d_max, torch.full_like(values, NEG_INF)).float()
 
 
 def max_z(n_lines: int) -> float:
@@ -199,7 +210,7 @@ def calibrate(a_bar: torch.Tensor, directions=DEFAULT_DIRECTIONS, kappa: float |
     _, m, n = a_bar.shape
     lines = []
     for delta in directions:
-        values, present, c_min = average_lines(a_bar.float(), delta, reduce, valid)
+        values, present, c_min = average_lines(a_bar.double(), delta, reduce, valid)
         if kappa is not None and kappa >= max_z(int(present.sum())):
             warnings.warn(f"ABC drop-off κ = {kappa} cannot be passed by any of the {int(present.sum())} lines of "
                           f"direction Δ = {delta} in a {m}×{n} matrix (the largest possible z-score is "
