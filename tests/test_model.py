@@ -133,7 +133,35 @@ def test_band_decoding_keeps_a_cache_of_constant_size():
 
     m.decoder[0].forward = spy
     m.generate(batch(b=2, s=41)[0], 40)
-    assert max(sizes) == 2 and len(sizes) == 40  # w = 1: the newest key and one before it
+    assert max(sizes) == 1 and len(sizes) == 40  # w = 1: each step reads 2 keys and keeps 1 for the next
+
+
+def test_a_line_open_in_every_row_keeps_few_keys_not_the_whole_past():
+    """ABC on parity calibrated a decoder line that keeps the first output steps open in
+    every row; decoding must keep those keys and the window, not every key (quadratic)."""
+    from abc_lightning.biases.abc import CalibratedBias
+    from abc_lightning.biases.calibration import CalibratedLines, DirectionLines
+
+    m = tiny(positional=NoPE())
+    heads = m.heads
+    # decoder self-attention: the diagonal and the one below it, and the vertical line at step 0
+    decoder = CalibratedLines(8, 8, [DirectionLines(1, -1, torch.tensor([[0.0, 0.0]] * heads)),
+                                     DirectionLines(0, 0, torch.tensor([[0.0] + [float("-inf")] * 7] * heads))])
+    m.install_bias("abc", CalibratedBias({"decoder": decoder}))
+    sizes = []
+    original = m.decoder[0].forward
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        sizes.append(args[-2]["k"].shape[2])
+        return out
+
+    m.decoder[0].forward = spy
+    src = batch(b=8, s=61)[0]
+    tokens = m.generate(src, 60)
+    assert max(sizes) <= 3 and len(sizes) == 60  # step 0's key, and the window
+    m.decoder[0].forward = original
+    assert torch.equal(tokens, m.generate(src, 60, use_cache=False))
 
 
 

@@ -7,9 +7,11 @@ length under an ABS window or an ABC bias:
 - **KV cache.** Each step runs only the newest position against cached keys and values.
   Biases are built once for all steps; row ``t`` is used at step ``t``, which gives exactly
   the tokens of full recomputation (``use_cache=False``).
-- **Key spans** (``skip_closed``). Step ``t`` attends only to the span of keys its bias row
-  leaves open (:func:`open_span`); self-attention keys that no later row opens are dropped
-  from the cache for good. Under an open bias (ALiBi, T5, none) nothing is skipped.
+- **Kept keys** (``skip_closed``). Step ``t`` reads only the memory keys its cross-attention
+  bias row leaves open, and a self-attention key stays in the cache only while some later
+  row opens it: a window keeps w + 1 keys, and a calibrated line that keeps the first steps
+  open in every row (ABC on parity) keeps those few keys plus the window, not the whole
+  past. Under an open bias (ALiBi, T5, none) nothing is dropped.
 - **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
   only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
   encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
@@ -30,14 +32,54 @@ from abc_lightning.model.attention import Band
 ENCODE_TOKENS = 16384  # source tokens per encoder pass
 
 
-class KeySpans(NamedTuple):
-    """What one cached decoding step of one layer reads, as absolute key indices: its
-    self-attention keys from ``self_from`` on (earlier ones are dropped from the cache for
-    good) and the memory keys ``[cross_from, cross_to)``."""
+class StepKeys(NamedTuple):
+    """What one cached decoding step of one layer reads and keeps.
 
-    self_from: int
-    cross_from: int
-    cross_to: int
+    ``keep``: over the self-attention keys this step attends (the cache, then the new
+    key), which stay in the cache for later steps (None: all). ``cross``: the memory keys
+    this step reads, a slice or an index tensor."""
+
+    keep: torch.Tensor | None
+    cross: slice | torch.Tensor
+
+
+class KeyPlan:
+    """Which keys each decoding step needs, from the summed biases of one layer.
+
+    Self-attention key ``j`` is needed up to the last row that opens it (``last_use``);
+    a row that opens nothing keeps every key (it attends in full). Cross-attention row
+    ``t`` reads the keys it opens, as a slice where they are contiguous."""
+
+    def __init__(self, self_bias: torch.Tensor | None, cross_bias: torch.Tensor | None, steps: int,
+                 n_memory: int, skip_closed: bool = True) -> None:
+        self.steps, self.n_memory = steps, n_memory
+        self.last_use = None
+        if skip_closed and self_bias is not None:
+            is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:steps, :steps]  # (q, k)
+            is_open[~is_open.any(dim=1)] = True  # a row with nothing open attends to every key
+            rows = torch.arange(steps)[:, None].expand(steps, steps)
+            self.last_use = torch.where(is_open, rows, -1).amax(dim=0)  # (k,)
+        self.cross_open = None
+        if skip_closed and cross_bias is not None:
+            self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (q, s)
+            first, last = open_span(cross_bias, n_memory)
+            self.first, self.last = first.tolist(), last.tolist()
+            self.count = self.cross_open.sum(dim=1).tolist()
+
+    def self_keep(self, attended: torch.Tensor, t: int) -> torch.Tensor | None:
+        """Of the keys attended at step ``t`` (absolute indices), those a later row needs."""
+        if self.last_use is None:
+            return None
+        keep = self.last_use[attended] > t
+        return None if bool(keep.all()) else keep
+
+    def cross(self, t: int) -> slice | torch.Tensor:
+        if self.cross_open is None:
+            return slice(0, self.n_memory)
+        first, last = self.first[t], self.last[t]
+        if self.count[t] in (0, last - first):  # contiguous (or nothing open: every key)
+            return slice(first, last)
+        return torch.nonzero(self.cross_open[t]).flatten()
 
 
 def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,28 +155,42 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     cross_biases = model.layer_biases("cross", t_pos, s_pos, n)
     rotary, cross_rotary = model.rotary_for("decoder"), model.rotary_for("cross")
     caches: list[dict] = [{} for _ in model.decoder]
-    # Key spans per layer (layers usually share one bias tensor); without skip_closed every
-    # span is the whole row, which the layers treat exactly like no span at all.
-    found: dict[tuple[int, int], tuple] = {}
+    # One plan per distinct pair of biases (layers usually share one); without skip_closed
+    # every step reads every key, which the layers treat exactly like no plan at all.
+    found: dict[tuple[int, int], KeyPlan] = {}
     for sb, cb in zip(self_biases, cross_biases):
         if (id(sb), id(cb)) not in found:
-            found[id(sb), id(cb)] = (open_span(sb if skip_closed else None, steps, causal=True),
-                                     open_span(cb if skip_closed else None, memory.shape[1]))
-    spans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
+            found[id(sb), id(cb)] = KeyPlan(sb, cb, steps, memory.shape[1], skip_closed)
+    plans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
+    kept = [torch.zeros(0, dtype=torch.long) for _ in model.decoder]  # absolute indices of each cache's keys
     tokens = []
     for t in range(steps):
         x = model.embed(out[:, -1:], t_pos[t : t + 1])
-        for layer, cache, self_bias, cross_bias, ((keep, _), (c_from, c_to)) in zip(
-            model.decoder, caches, self_biases, cross_biases, spans
+        for i, (layer, cache, self_bias, cross_bias, plan) in enumerate(
+            zip(model.decoder, caches, self_biases, cross_biases, plans)
         ):
-            span = KeySpans(int(keep[t]), int(c_from[t]), int(c_to[t]))
-            row_self = None if self_bias is None else self_bias[..., t : t + 1, span.self_from : t + 1]
-            row_cross = None if cross_bias is None else cross_bias[..., t : t + 1, span.cross_from : span.cross_to]
+            attended = torch.cat([kept[i], torch.tensor([t])])
+            step = StepKeys(plan.self_keep(attended, t), plan.cross(t))
+            if step.keep is not None:
+                kept[i] = attended[step.keep]
+            else:
+                kept[i] = attended
+            row_self = None if self_bias is None else _columns(self_bias[..., t : t + 1, :], attended)
+            row_cross = None if cross_bias is None else _columns(cross_bias[..., t : t + 1, :], step.cross)
             x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
-                            cache, span)
+                            cache, step)
         out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
         tokens.append(out)
     return torch.cat(tokens, dim=1)
+
+
+def _columns(row: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
+    """A bias row's cells at the given keys: a view for a slice, a gather for indices."""
+    if isinstance(keys, slice):
+        return row[..., keys]
+    if keys.numel() == row.shape[-1] or (keys.numel() and int(keys[-1]) - int(keys[0]) + 1 == keys.numel()):
+        return row[..., int(keys[0]) : int(keys[-1]) + 1] if keys.numel() else row[..., :0]
+    return row.index_select(-1, keys.to(row.device))
 
 
 @torch.no_grad()

@@ -29,7 +29,7 @@ from abc_lightning import vocab
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import decoding
 from abc_lightning.model.attention import KINDS, AttentionMap, Band, BiasSource, MultiHeadAttention, sum_biases
-from abc_lightning.model.decoding import KeySpans
+from abc_lightning.model.decoding import StepKeys
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
 from abc_lightning.model.positions import LinearIndex, PositionIndex
 
@@ -95,14 +95,14 @@ class DecoderLayer(nn.Module):
         self, x: torch.Tensor, memory: torch.Tensor, self_bias: torch.Tensor | None,
         cross_bias: torch.Tensor | None, t_pos: torch.Tensor, s_pos: torch.Tensor,
         rotary: PositionalScheme | None, cross_rotary: PositionalScheme | None, need_map: bool,
-        cache: dict | None = None, span: KeySpans | None = None,
+        cache: dict | None = None, step: StepKeys | None = None,
     ) -> tuple[torch.Tensor, AttentionMap | None, AttentionMap | None]:
         """``x (b, t, d)`` over ``memory (b, s, d)`` -> output, self- and cross-attention maps.
 
-        ``cache`` and ``span`` (cached decoding only; see :mod:`~.decoding`): self-attention
-        keys before ``span.self_from`` are dropped from the cache for good, and
-        cross-attention reads memory keys ``[span.cross_from, span.cross_to)``. Biases come
-        pre-sliced to those keys."""
+        ``cache`` and ``step`` (cached decoding only; see :mod:`~.decoding`): this step
+        attends to the cached keys and its own, then keeps in the cache only ``step.keep``;
+        cross-attention reads the memory keys ``step.cross``. Biases come pre-cut to those
+        keys."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
@@ -110,20 +110,23 @@ class DecoderLayer(nn.Module):
         else:
             if "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            start = cache.get("start", 0)
-            if span is not None and span.self_from > start:
-                k, v, start = k[:, :, span.self_from - start :], v[:, :, span.self_from - start :], span.self_from
-            cache["k"], cache["v"], cache["start"] = k, v, start
+            keep = None if step is None else step.keep
+            cache["k"], cache["v"] = (k, v) if keep is None else (k[:, :, keep], v[:, :, keep])
             if "ck" not in cache:
                 cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
             ck, cv = cache["ck"], cache["cv"]
-            if span is not None:
-                ck, cv = ck[:, :, span.cross_from : span.cross_to], cv[:, :, span.cross_from : span.cross_to]
+            if step is not None:
+                ck, cv = _keys(ck, step.cross), _keys(cv, step.cross)
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
         x = x + h
         h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map)
         x = x + h
         return x + self.drop(self.ff(self.norm3(x))), self_map, cross_map
+
+
+def _keys(x: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
+    """Keys or values ``(b, h, s, d)`` at the given key positions."""
+    return x[:, :, keys] if isinstance(keys, slice) else x.index_select(2, keys.to(x.device))
 
 
 class Seq2SeqTransformer(nn.Module):
