@@ -33,7 +33,7 @@ def test_every_cell_reproduce_runs_parses_and_builds(monkeypatch):
 def test_abs_parity_is_the_scaffolded_cell():
     cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Parity"], run=False)
     windows = [cb for cb in cli.trainer.callbacks if type(cb).__name__ == "AttentionWindow"]
-    assert windows and windows[0].self_width == 1 and windows[0].cross_width_for(cli.datamodule) == 1
+    assert windows and windows[0].self_width_for(cli.datamodule) == 1 and windows[0].cross_width_for(cli.datamodule) == 1
     assert cli.model.model.position_index(4).tolist() == [0, 1, 2, 0]
     addition = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Addition"], run=False)
     window = next(cb for cb in addition.trainer.callbacks if type(cb).__name__ == "AttentionWindow")

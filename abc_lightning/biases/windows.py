@@ -45,6 +45,7 @@ Aligned binary example, ``$ + a2 b2 a1 b1 &`` (S = 7, stride 2), trailing, w = 0
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -104,6 +105,9 @@ class WindowBias(BiasSource):
         stride: source tokens per digit position (1 unary, 2 aligned binary).
         geometry: cross-attention window geometry.
         encoder_width: optional symmetric band for encoder self-attention; None leaves it open.
+        cross_mask: a task's own cross window, ``(n_queries, n_keys) -> (q, k)`` booleans
+            (True: open), used instead of the digit-aligned band (``cross_width`` then
+            only says that cross-attention is windowed).
     """
 
     def __init__(
@@ -113,8 +117,10 @@ class WindowBias(BiasSource):
         stride: int = 1,
         geometry: Geometry = "trailing",
         encoder_width: int | None = None,
+        cross_mask: Callable[[int, int], torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
+        self.cross_mask = cross_mask
         for name, value in dict(self_width=self_width, cross_width=cross_width, encoder_width=encoder_width).items():
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(f"window width {name} must be an integer >= 0 (w >= 0), got {value!r}")
@@ -138,6 +144,8 @@ class WindowBias(BiasSource):
     def _build(self, kind: str, n_queries: int, n_keys: int) -> torch.Tensor | None:
         if kind == "decoder" and self.self_width is not None:
             return self_window(n_queries, self.self_width)
+        if kind == "cross" and self.cross_mask is not None:
+            return _closed((n_queries, n_keys), self.cross_mask(n_queries, n_keys))
         if kind == "cross" and self.cross_width is not None:
             return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry)
         if kind == "encoder" and self.encoder_width is not None:

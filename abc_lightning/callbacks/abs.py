@@ -22,13 +22,14 @@ class AttentionWindow(BiasStrategy):
 
     def __init__(
         self,
-        self_width: int | None = 1,
+        self_width: int | Literal["task"] | None = "task",
         cross_width: int | Literal["task"] | None = "task",
         geometry: Geometry = "trailing",
         encoder_width: int | None = None,
     ) -> None:
         # Validate now, so that a bad w fails at start-up rather than after data is built.
-        WindowBias(self_width, 1 if cross_width == "task" else cross_width, 1, geometry, encoder_width)
+        WindowBias(1 if self_width == "task" else self_width, 1 if cross_width == "task" else cross_width, 1,
+                   geometry, encoder_width)
         self.self_width, self.cross_width = self_width, cross_width
         self.geometry, self.encoder_width = geometry, encoder_width
 
@@ -36,9 +37,25 @@ class AttentionWindow(BiasStrategy):
         """The cross width in use: the task's own unless one was given."""
         return datamodule.task.cross_width if self.cross_width == "task" else self.cross_width
 
+    def self_width_for(self, datamodule) -> int | None:
+        """The decoder self-attention width in use: the task's own unless one was given."""
+        return datamodule.task.self_width if self.self_width == "task" else self.self_width
+
+    def own_cross_window(self, datamodule):
+        """The task's own cross window (a function of the sizes), where it has one and the
+        cross width is the task's."""
+        from abc_lightning.tasks import Task
+
+        task = datamodule.task
+        if self.cross_width == "task" and type(task).cross_window is not Task.cross_window:
+            return task.cross_window
+        return None
+
     def check_data(self, datamodule) -> int:  # type: ignore[override]
         """The cross window's stride for this data; ConfigError where the input cannot take it."""
         stride = getattr(datamodule, "digit_stride", None)
+        if self.own_cross_window(datamodule) is not None:
+            return 1
         if stride is None and self.cross_width_for(datamodule) is not None:
             raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
                               "set data.aligned=true (or cross_width=null)")
@@ -46,8 +63,8 @@ class AttentionWindow(BiasStrategy):
 
     def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:
         """Install the window masks in ``pl_module``'s model for ``datamodule``'s input form."""
-        bias = WindowBias(self.self_width, self.cross_width_for(datamodule), self.check_data(datamodule), self.geometry,
-                          self.encoder_width)
+        bias = WindowBias(self.self_width_for(datamodule), self.cross_width_for(datamodule), self.check_data(datamodule),
+                          self.geometry, self.encoder_width, self.own_cross_window(datamodule))
         pl_module.model.install_bias("abs_window", bias)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:

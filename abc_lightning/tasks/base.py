@@ -92,6 +92,9 @@ class Task(ABC):
     - ``cross_width``: the cross-attention window ABS gives it (``AttentionWindow`` takes it
       unless told otherwise): 1 for unary tasks, 0 for aligned binary ones, where the two
       digits of a column sit side by side;
+    - ``self_width``: ABS's decoder self-attention window (the paper's 1); a task whose
+      tokens need an older step (a scratchpad) declares more. A task whose cross-attention
+      window is not a band along the digits overrides :meth:`cross_window`;
     - ``cpi_period``: the period T of cyclic position indexing under ABS (the paper's 3). A
       task whose operands play different roles in a column (subtraction) needs T equal to
       its aligned stride, so that a column's tokens sit at the same phases at every length;
@@ -108,6 +111,7 @@ class Task(ABC):
     base: int = 10
     pattern: re.Pattern
     cross_width: int = 1
+    self_width: int = 1
     cpi_period: int = 3
     paper: dict[str, float] = {}
     paper_abc: dict[str, float] = {}
@@ -188,6 +192,11 @@ class Task(ABC):
             return [(2, src_width - 3)]  # $ op, then the interleaved columns
         width = (src_width - 2 - (self.arity - 1)) // self.arity
         return [(1 + i * (width + 1), width) for i in range(self.arity)]
+
+    def cross_window(self, n_queries: int, n_keys: int):
+        """The task's own ABS cross-attention window, a ``(q, k)`` boolean tensor (True:
+        open), or None for the digit-aligned band of ``AttentionWindow``."""
+        return None
 
     def digit_stride(self, aligned: bool) -> int | None:
         """Source tokens per output digit position (one per operand in the aligned form), or

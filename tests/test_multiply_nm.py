@@ -1,0 +1,93 @@
+"""N×2 multiplication with the column scratchpad, a task added as one file with its own windows."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from abc_lightning import vocab
+from abc_lightning.data import data_module_for, eval_size
+from abc_lightning.errors import InputError
+from abc_lightning.tasks import TASKS, get_task
+from tests.helpers import worst_case_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def as_int(digits) -> int:
+    return int("".join(str(int(d)) for d in digits))
+
+
+def test_the_worked_example_of_the_docstring():
+    t = get_task("nx2")
+    ops = t.operands_from_text(["63", "47"], 4)
+    assert vocab.decode(t.source(ops)[0]) == "$0063*47&"
+    assert t.target(ops)[0].tolist() == [1, 0, 1, 4, 2, 6, 4, 5, 9, 0, 2, 2, 0, 0, 0, 0, 0, 0]
+    assert t.format_answer(t.target(ops)[0].tolist()) == "2961"
+
+
+@pytest.mark.parametrize("length", [1, 2, 6, 7, 20, 60])
+def test_every_scratchpad_token_is_what_python_integers_say(length):
+    t = get_task("nx2")
+    a, b = t.sample(np.random.default_rng(length), eval_size(length, 200), length)
+    target = t.target([a, b])
+    block = t.m + 1
+    for i in range(a.shape[0]):
+        x, y = as_int(a[i]), as_int(b[i])
+        assert len(str(x)) == length and 0 <= y < 100
+        assert t.format_answer(target[i].tolist()) == str(x * y)
+        partials = [x * int(d) for d in str(y).zfill(2)[::-1]]  # p_0 = a × b_0 (the units digit), p_1 = a × b_1
+        for c in range(target.shape[1] // block):
+            for j, p in enumerate(partials):
+                expected = (p // 10 ** (c - j)) % 10 if c >= j else 0
+                assert target[i, c * block + j] == expected
+
+
+@pytest.mark.parametrize("length", [1, 2, 7, 60])
+def test_worst_cases_are_right(length):
+    t, rows = worst_case_rows("nx2", length)
+    for text, target in rows:
+        x, y = (int(p) for p in text.split("*"))
+        assert t.format_answer(target.tolist()) == str(x * y)
+
+
+def test_its_windows_have_a_fixed_size_at_every_length():
+    """q_j reads a[c − j] and b_j, s reads EOS; the decoder looks back M + 1 steps."""
+    t = get_task("nx2")
+    for length in (6, 60, 600):
+        ops = t.sample(np.random.default_rng(0), 1, length)
+        src, tgt = t.source(ops), t.target(ops)
+        window = t.cross_window(tgt.shape[1] + 1, src.shape[1])
+        assert window.sum(dim=1).max() == 2 and window.sum(dim=1).min() == 1
+        width = src.shape[1] - 5
+        for row in (0, 3, 6, 3 * (width - 1)):  # q0 of column c reads a[c] and b_0 (the units digit)
+            c = row // 3
+            assert window[row, width - c] and window[row, src.shape[1] - 2]
+    assert t.self_width == 3 and t.cpi_period == 3
+
+
+def test_it_is_registered_and_predicts_its_own_form():
+    from abc_lightning import reproduce
+
+    assert "nx2" in TASKS and type(data_module_for("nx2")).__name__ == "Nx2"
+    assert {"abs_nx2", "nx2_nope_w1", "nx2_vanilla"} <= {c.key for c in reproduce.all_cells()}
+    t = get_task("nx2")
+    a, b = t.parse("1234*56")
+    assert as_int(a[0]) == 1234 and b.tolist() == [[5, 6]]
+    with pytest.raises(InputError):
+        t.parse("1234*5")
+
+
+def test_the_abs_cell_uses_the_task_s_windows():
+    from abc_lightning.callbacks import AttentionWindow
+    from abc_lightning.cli import ABCLightningCLI
+
+    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Nx2", "--data.aligned=false",
+                                "--trainer.logger=false"], run=False)
+    window = next(cb for cb in cli.trainer.callbacks if isinstance(cb, AttentionWindow))
+    window.apply_to(cli.model, cli.datamodule)
+    bias = cli.model.model.bias_sources["abs_window"]
+    assert bias.self_width == 3 and bias.cross_mask is not None
+    cross = bias("cross", 10, 13, torch.device("cpu"))[0]
+    assert torch.equal(torch.isfinite(cross), get_task("nx2").cross_window(10, 13))
