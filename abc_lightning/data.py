@@ -179,8 +179,8 @@ class ArithmeticDataModule(L.LightningDataModule):
             raise ConfigError(f"choose a task's data module, e.g. --data=Addition; one of {data_module_names()}")
         self.task = self.task_class()
         self.aligned = aligned
-        if aligned and self.task.arity == 1:
-            self.aligned = False  # alignment only interleaves binary operands; unary input is unchanged
+        if aligned and (self.task.arity == 1 or not self.task.alignable):
+            self.aligned = False  # unary input is unchanged; a task with windows of its own keeps its form
         for name, value in dict(batch_size=batch_size, val_samples=val_samples, val_split_samples=val_split_samples,
                                 test_samples=test_samples, eval_batch_size=eval_batch_size).items():
             if not isinstance(value, int) or value < 1:
