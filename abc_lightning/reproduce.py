@@ -140,7 +140,7 @@ def table1_cells() -> list[Cell]:
                       (data_flag("successor"), *NO_CPI, "--model.dropout=0.3"), "successor_w1_dropout03",
                       home="table1", long=True))
     # Supplementary, not in the paper: + T=3 with the encoder windowed too (w=1 each side),
-    # which makes evaluation linear in the length (README, "Speed").
+    # which makes evaluation linear in the length (docs/speed.md).
     cells += [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
                    (data_flag(name), *cpi(task), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home="table1",
                    long=True)
@@ -349,7 +349,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
             f"tested there (`--long-only` adds it to finished cells). "
             f"*Worst* columns: accuracy on the task's worst-case set at that length (hand-picked inputs "
-            f"such as 99…9 + 1, the same for every seed; `data.worst_case` in the README); – where the "
+            f"such as 99…9 + 1, the same for every seed; `data.worst_case`, docs/results.md); – where the "
             f"cell was not tested there. Families that fail are listed under the table.\n\n"
             f"| task | config | seeds | ≥ 99 at 60 | {' | '.join(map(str, LENGTHS))} | "
             f"{' | '.join(f'worst {n}' for n in WORST_LENGTHS)} | paper 60 | train time | command |\n"

@@ -19,7 +19,7 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   paper (post-softmax weights summed along lines as in the authors' code, κ_cross 3.0, a
   bias per layer, lines that follow the operand they read, retraining from fresh weights
   with dropout 0.3 and no positional signal but the bias). Each option's docstring below
-  says what it does; the README's ABC section says why each departure was needed.
+  says what it does; docs/abc.md says why each departure was needed.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ unary tasks, 2 for aligned binary ones, where ``a_k b_k`` sit side by side), dig
 places before EOS, and "digit 0" is EOS itself. Decoder query i predicts output digit
 i + 1, so its window is centred on digit i + 1. Three geometries are offered:
 
-- ``"trailing"`` (the default, established by experiment, see README): digits
+- ``"trailing"`` (the default, established by experiment, see docs/model.md): digits
   i+1-w … i+1, i.e. the needed digit and w less-significant neighbours. Row 0 then opens
   EOS, which anchors the window: without positions (NoPE) the model can tell where it is.
 - ``"symmetric"``: digits i+1-w … i+1+w, "w positions both ways" as the paper words it.

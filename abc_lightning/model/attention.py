@@ -81,7 +81,7 @@ def attend(
 
     Multi-query calls (training, teacher forcing) go through SDPA. Single-query calls
     (a KV-cached decoding step) use plain matmul-softmax: on CPU, SDPA with one query and
-    a float mask made greedy decoding 2.3x slower end to end (README, "Speed").
+    a float mask made greedy decoding 2.3x slower end to end (docs/speed.md).
     """
     if not need_map and q.shape[-2] > 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
