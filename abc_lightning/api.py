@@ -1,7 +1,7 @@
 """Use a trained model from Python: load a checkpoint, predict, look at attention, evaluate.
 
 >>> from abc_lightning import load
->>> m = load("runs/abs_addition/version_0/checkpoints/best.ckpt")
+>>> m = load("runs/abs/version_2/checkpoints/best.ckpt")  # an addition model
 >>> m.predict(["123+456", "99999+1"])
 ['579', '100000']
 >>> m.evaluate(lengths=[60], samples=1000)[0]["worst"]  # also "accuracy", "worst_families", …
