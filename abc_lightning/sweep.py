@@ -229,7 +229,7 @@ def gpu_list(text: str | None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m abc_lightning sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("sweep", help="a W&B sweep YAML, e.g. sweeps/abs_parity_grid.yaml")
+    parser.add_argument("sweep", help="a W&B sweep YAML, e.g. sweeps/abs_grid.yaml")
     parser.add_argument("--parallel", type=int, default=None,
                         help="combinations run at once (default 1, or one per GPU with --gpus)")
     parser.add_argument("--gpus", default=None,
