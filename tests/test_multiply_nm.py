@@ -65,6 +65,9 @@ def test_its_windows_have_a_fixed_size_at_every_length():
             c = row // 3
             assert window[row, width - c] and window[row, src.shape[1] - 2]
     assert t.self_width == 3 and t.cpi_period == 3
+    # ABC's segment alignment: only the multiplicand grows ("$ a * b &", b of M digits)
+    ops = t.sample(np.random.default_rng(0), 1, 6)
+    assert t.growing_segments(t.source(ops).shape[1]) == [(1, t.eval_width(6))]
 
 
 def test_it_is_registered_and_predicts_its_own_form():

@@ -57,8 +57,9 @@ class KeyPlan:
         if skip_closed and self_bias is not None:
             is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:steps, :steps]  # (q, k)
             is_open[~is_open.any(dim=1)] = True  # a row with nothing open attends to every key
-            rows = torch.arange(steps)[:, None].expand(steps, steps)
-            self.last_use = torch.where(is_open, rows, -1).amax(dim=0)  # (k,)
+            # the last row that opens each key (one int8 pass from the bottom; -1 where none does)
+            from_bottom = is_open.flip(0).to(torch.int8).argmax(dim=0)
+            self.last_use = torch.where(is_open.any(dim=0), steps - 1 - from_bottom, -1)
         self.cross_open = None
         if skip_closed and cross_bias is not None:
             self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (q, s)

@@ -91,6 +91,10 @@ class MultiplyFixedWidth(Task):
         open_[t[~is_q], n_keys - 1] = True  # the product digit: EOS as an anchor
         return open_
 
+    def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
+        # the multiplier has M digits at every length: only the multiplicand grows
+        return [(1, src_width - 3 - self.m)]
+
     def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
         return super().operands_from_text(parts[:1], width) + [pad_left(np.array([[int(c) for c in parts[1]]]), self.m)]
 
