@@ -205,7 +205,7 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     @property
     def digit_stride(self) -> int | None:
-        """Source tokens per output digit (1 unary, 2 aligned binary, None natural binary)."""
+        """Source tokens per output digit (1 unary, the operand count aligned, None natural)."""
         return self.task.digit_stride(self.aligned)
 
     def max_tokens(self, stage: str) -> int:

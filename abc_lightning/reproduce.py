@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -102,7 +103,6 @@ SCHEMES = {"vanilla": ("Vanilla", ()), "learned": ("Learned", ("--model.position
            "sandwich": ("Sandwich", ("--model.positional=Sandwich",)), "fire": ("FIRE", ("--model.positional=FIRE",)),
            "randomized": ("Randomized", ("--model.position_index=RandomizedIndex",
                                          "--model.position_index.max_position=1024"))}
-SCHEME_LABELS = {key: label for key, (label, _) in SCHEMES.items()}
 #: Cells that do not train from scratch, and why: parity's ABC starts from Table 1's vanilla
 #: scratchpad model, which interpolates (it trains for 10 minutes before it does).
 WARM_STARTS = {"parity": "table1/parity_vanilla"}
@@ -308,12 +308,6 @@ def worst_failure_line(cell: Cell, row: dict) -> str:
     return f"- {cell.task} / {cell.label}, {row['length']} digits: " + "; ".join(parts)
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def spread_of(values: list[float | None]) -> str:
     """One table cell over seeds: the value of a single seed, or ``median / min``."""
     present = [v for v in values if v is not None]
@@ -321,7 +315,7 @@ def spread_of(values: list[float | None]) -> str:
         return "–"
     if len(present) == 1:
         return fmt(present[0])
-    return f"{fmt(median(present))} / {fmt(min(present))}"
+    return f"{fmt(statistics.median(present))} / {fmt(min(present))}"
 
 
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
@@ -375,7 +369,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         paper = cell.note or fmt(cell.paper60)
         first = recs[0]
         steps = sorted(r["steps"] for r in recs)
-        seconds = median([r["train_seconds"] for r in recs])
+        seconds = statistics.median([r["train_seconds"] for r in recs])
         time_note = (f"{first['train_seconds']:.0f} s ({first['steps']} steps)" if len(recs) == 1 else
                      f"median {seconds:.0f} s ({steps[0]}–{steps[-1]} steps)")
         label = cell.label

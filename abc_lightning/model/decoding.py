@@ -163,19 +163,19 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         if (id(sb), id(cb)) not in found:
             found[id(sb), id(cb)] = KeyPlan(sb, cb, steps, memory.shape[1], skip_closed)
     plans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
-    kept = [torch.zeros(0, dtype=torch.long) for _ in model.decoder]  # absolute indices of each cache's keys
+    # absolute indices of the keys in the caches of each plan's layers (they keep the same ones)
+    kept = {id(plan): torch.zeros(0, dtype=torch.long) for plan in found.values()}
     tokens = []
     for t in range(steps):
         x = model.embed(out[:, -1:], t_pos[t : t + 1])
-        for i, (layer, cache, self_bias, cross_bias, plan) in enumerate(
-            zip(model.decoder, caches, self_biases, cross_biases, plans)
-        ):
-            attended = torch.cat([kept[i], torch.tensor([t])])
+        this_step = {}  # per plan, once: the keys attended now and what is kept and read
+        for plan in found.values():
+            attended = torch.cat([kept[id(plan)], torch.tensor([t])])
             step = StepKeys(plan.self_keep(attended, t), plan.cross(t))
-            if step.keep is not None:
-                kept[i] = attended[step.keep]
-            else:
-                kept[i] = attended
+            kept[id(plan)] = attended if step.keep is None else attended[step.keep]
+            this_step[id(plan)] = attended, step
+        for layer, cache, self_bias, cross_bias, plan in zip(model.decoder, caches, self_biases, cross_biases, plans):
+            attended, step = this_step[id(plan)]
             row_self = None if self_bias is None else _columns(self_bias[..., t : t + 1, :], attended)
             row_cross = None if cross_bias is None else _columns(cross_bias[..., t : t + 1, :], step.cross)
             x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
@@ -189,8 +189,8 @@ def _columns(row: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
     """A bias row's cells at the given keys: a view for a slice, a gather for indices."""
     if isinstance(keys, slice):
         return row[..., keys]
-    if keys.numel() == row.shape[-1] or (keys.numel() and int(keys[-1]) - int(keys[0]) + 1 == keys.numel()):
-        return row[..., int(keys[0]) : int(keys[-1]) + 1] if keys.numel() else row[..., :0]
+    if keys.numel() and int(keys[-1]) - int(keys[0]) + 1 == keys.numel():  # sorted and contiguous
+        return row[..., int(keys[0]) : int(keys[-1]) + 1]
     return row.index_select(-1, keys.to(row.device))
 
 
