@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-LENGTHS = [6, 10, 15, 20, 60, 600]
+LENGTHS = [6, 10, 15, 20, 60, 600, 10000]
 LONG_LENGTHS, LONG_SAMPLES = [600], 1000  # beyond the paper's protocol, on fewer samples
-WORST_LENGTHS = [60, 600]  # the worst-case columns of the tables
+HUGE_LENGTHS, HUGE_SAMPLES = [10000], 100  # the encoder-window cells, whose evaluation is linear
+WORST_LENGTHS = [60, 600, 10000]  # the worst-case columns of the tables
 
 class Cell(NamedTuple):
     """One row of a reproduction table: a base config, the task and the overrides that make the cell."""
@@ -39,8 +40,8 @@ class Cell(NamedTuple):
     curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
     checkpoint: str = "best"  # which checkpoint of the fit is tested: "best" or "last"
     home: str = ""  # table folder that owns the record; a cell shared between tables runs once
-    warm_start: str = ""  # "<table>/<key>": start from that cell's best checkpoint (--model.init_from)
     long: bool = False  # also test at LONG_LENGTHS (LONG_SAMPLES each): cells that extrapolate
+    huge: bool = False  # also test at HUGE_LENGTHS (HUGE_SAMPLES each): cells whose every attention is windowed
     note: str = ""  # what the paper column shows where it has no number
     seed: int = 0  # --seed_everything and --data.seed (the model/shuffle seed and the permutation Π)
 
@@ -59,23 +60,16 @@ class Cell(NamedTuple):
         command and record name stay as they were; seed S is recorded as ``<name>.seedS``."""
         if seed == self.seed:
             return self
-        base = self._replace(name=self.base_key, seed=0, warm_start=self.warm_start.split(".seed")[0],
+        base = self._replace(name=self.base_key, seed=0,
                              overrides=tuple(o for o in self.overrides if not o.startswith(SEED_FLAGS)))
         if seed == 0:
             return base
-        warm = f"{base.warm_start}.seed{seed}" if base.warm_start else ""
-        return base._replace(name=f"{base.base_key}.seed{seed}", seed=seed, warm_start=warm,
+        return base._replace(name=f"{base.base_key}.seed{seed}", seed=seed,
                              overrides=(*base.overrides, f"--seed_everything={seed}", f"--data.seed={seed}"))
-
-    def init_from(self, results: Path | str = "results") -> list[str]:
-        if not self.warm_start:
-            return []
-        table, key = self.warm_start.split("/")
-        return [f"--model.init_from={Path(results) / table / 'runs' / key / 'fit' / 'checkpoints' / 'best.ckpt'}"]
 
     @property
     def command(self) -> str:
-        return " ".join(["python -m abc_lightning fit --config", self.config, *self.init_from(), *self.overrides])
+        return " ".join(["python -m abc_lightning fit --config", self.config, *self.overrides])
 
 
 SEED_FLAGS = ("--seed_everything=", "--data.seed=")
@@ -103,9 +97,6 @@ SCHEMES = {"vanilla": ("Vanilla", ()), "learned": ("Learned", ("--model.position
            "sandwich": ("Sandwich", ("--model.positional=Sandwich",)), "fire": ("FIRE", ("--model.positional=FIRE",)),
            "randomized": ("Randomized", ("--model.position_index=RandomizedIndex",
                                          "--model.position_index.max_position=1024"))}
-#: Cells that do not train from scratch, and why: parity's ABC starts from Table 1's vanilla
-#: scratchpad model, which interpolates (it trains for 10 minutes before it does).
-WARM_STARTS = {"parity": "table1/parity_vanilla"}
 
 
 def data_flag(task: str) -> str:
@@ -114,10 +105,11 @@ def data_flag(task: str) -> str:
     return f"--data={class_name(task)}"
 
 
-def _tasks():
+def _tasks(table: str | None = None) -> dict:
+    """The registered tasks (of one table: ``table1`` for the paper's, ``beyond`` for ours)."""
     from abc_lightning.tasks import TASKS
 
-    return TASKS
+    return {name: task for name, task in TASKS.items() if table is None or task.table == table}
 
 
 def cpi(task) -> tuple[str, ...]:
@@ -125,27 +117,39 @@ def cpi(task) -> tuple[str, ...]:
     return () if task.cpi_period == 3 else (f"--model.position_index.period={task.cpi_period}",)
 
 
-def table1_cells() -> list[Cell]:
+def abs_rows(table: str) -> list[Cell]:
+    """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
     cells = []
-    for name, task in _tasks().items():
+    for name, task in _tasks(table).items():
         for row in task.rows:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "T3":
                 label, over = f"+ T={task.cpi_period}", cpi(task)
             cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
-                              (data_flag(name), *over), key.format(task=name), home="table1",
-                              long=row != "vanilla", note=task.paper_note if row == "vanilla" else ""))
+                              (data_flag(name), *over), key.format(task=name), home=table,
+                              long=row != "vanilla",
+                              note=task.paper_note if row == "vanilla" else ""))
+    return cells
+
+
+def encoder_window_rows(table: str) -> list[Cell]:
+    """Not in the paper: + T with the encoder windowed too (w=1 each side), which makes
+    evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
+    digits: every other cell's encoder attends to the whole input, which is quadratic."""
+    return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
+                 (data_flag(name), *cpi(task), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
+                 long=True, huge=True)
+            for name, task in _tasks(table).items() if "T3" in task.rows]
+
+
+def table1_cells() -> list[Cell]:
+    """Table 1: the paper's tasks under ABS, the schemes it ablates, and two rows of ours."""
+    cells = abs_rows("table1")
     # Supplementary: the CPU configs use dropout 0; the paper's 0.3 matters for sinusoidal cells.
     cells.append(Cell("successor", "+ w=1, dropout 0.3 (paper's)", ABS, 100.0,
                       (data_flag("successor"), *NO_CPI, "--model.dropout=0.3"), "successor_w1_dropout03",
                       home="table1", long=True))
-    # Supplementary, not in the paper: + T=3 with the encoder windowed too (w=1 each side),
-    # which makes evaluation linear in the length (docs/speed.md).
-    cells += [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                   (data_flag(name), *cpi(task), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home="table1",
-                   long=True)
-              for name, task in _tasks().items() if "T3" in task.rows]
-    return cells
+    return cells + encoder_window_rows("table1")
 
 
 def geometry_cells() -> list[Cell]:
@@ -161,29 +165,42 @@ def baseline_cells() -> list[Cell]:
     """Every task × scheme, natural input form (Figure 1, Tables 1 and 3)."""
     return [Cell(name, label, BASELINE, task.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
                  curve=True, home="baselines")
-            for name, task in _tasks().items() if task.baselines for key, (label, over) in SCHEMES.items()]
+            for name, task in _tasks("table1").items() if task.baselines for key, (label, over) in SCHEMES.items()]
 
 
-def table3_cells() -> list[Cell]:
-    """Table 3: ABC against the baselines that fail, natural input form. The baseline rows are
-    cells of the baselines table (run once, shared) for the schemes the paper reports. An ABC
-    cell is the documented command: one fit interpolates, calibrates and retrains; it is
-    tested on the model at the end of retraining (the lowest validation loss can belong to
-    the interpolation phase, before any bias exists)."""
-    tasks = _tasks()
-    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
-    for name, task in tasks.items():
+def abc_cells(table: str) -> list[Cell]:
+    """The ABC cell of every task of ``table`` that has one: the documented command, one
+    fit that interpolates, calibrates and retrains. It is tested on the model at the end of
+    retraining (the lowest validation loss can belong to the interpolation phase, before any
+    bias exists)."""
+    rows = []
+    for name, task in _tasks(table).items():
         if task.abc:
             own = ABC_OWN.format(task=name)
             config, over = (own, ()) if (ROOT / own).exists() else (ABC, (data_flag(name),))
             label = "ABC" if "ABC" in task.paper_abc else "ABC (beyond the paper)"
             rows.append(Cell(name, label, config, task.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
-                             curve=True, warm_start=WARM_STARTS.get(name, ""), long=True,
+                             curve=True, home=table if table != "table1" else "table3", long=True,
                              note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
     return rows
 
 
-TABLES = {"table1": table1_cells, "geometry": geometry_cells, "baselines": baseline_cells, "table3": table3_cells}
+def table3_cells() -> list[Cell]:
+    """Table 3: ABC against the baselines that fail, natural input form. The baseline rows are
+    cells of the baselines table (run once, shared) for the schemes the paper reports."""
+    tasks = _tasks("table1")
+    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
+    return rows + abc_cells("table1")
+
+
+def beyond_cells() -> list[Cell]:
+    """The tasks no paper has length-generalized (subtraction, three-operand addition, N×2):
+    Table 1's rows, the encoder-window row and ABC, under the same protocol."""
+    return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond")
+
+
+TABLES = {"table1": table1_cells, "geometry": geometry_cells, "baselines": baseline_cells, "table3": table3_cells,
+          "beyond": beyond_cells}
 
 
 def all_cells() -> list[Cell]:
@@ -224,8 +241,7 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     # A re-run starts from an empty folder: Lightning would otherwise keep the old last.ckpt
     # and write the new one as last-v1.ckpt, and the test would read the stale one.
     shutil.rmtree(run_dir, ignore_errors=True)
-    fit_s = run(cell_command(cell, out_dir, extra, "fit", "fit") + cell.init_from(out_dir.parent),
-                out_dir / f"{name}.fit.log")
+    fit_s = run(cell_command(cell, out_dir, extra, "fit", "fit"), out_dir / f"{name}.fit.log")
     rows, test_s = test_cell(cell, out_dir, extra, "test")
     fit_val = json.loads((run_dir / "fit" / "val_accuracy.json").read_text())
     record = {"config": cell.config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
@@ -236,17 +252,24 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
-    if cell.warm_start:
-        table, key = cell.warm_start.split("/")
-        source = json.loads((out_dir.parent / table / f"{key}.json").read_text())
-        record["warm_start"] = {"cell": cell.warm_start, "train_seconds": source["train_seconds"],
-                                "steps": source["steps"]}
     if cell.curve:
         record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
                                     ["--data.worst_case=false"])[0]
-    if cell.long:
-        record["rows"] += test_cell(cell, out_dir, extra, "long", LONG_LENGTHS, LONG_SAMPLES)[0]
+    record["rows"] += long_rows(cell, out_dir, extra, record["rows"])
     return record
+
+
+def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> list[dict]:
+    """The cell's tests beyond the configs' lengths that ``rows`` lacks: 600 digits for cells
+    that extrapolate, 10,000 for the ABS ones."""
+    done = {r["length"] for r in rows}
+    new = []
+    for wanted, version, lengths, samples in ((cell.long, "long", LONG_LENGTHS, LONG_SAMPLES),
+                                              (cell.huge, "huge", HUGE_LENGTHS, HUGE_SAMPLES)):
+        if wanted and not set(lengths) <= done:
+            print(f"[reproduce] {cell.key}: testing at {lengths} ({samples} samples)", flush=True)
+            new += test_cell(cell, out_dir, extra, version, lengths, samples)[0]
+    return new
 
 
 def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths: list[int] | None = None,
@@ -341,7 +364,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"{' '.join(map(str, seeds or [0]))}`. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
-            f"tested there (`--long-only` adds it to finished cells). "
+            f"tested there; {', '.join(map(str, HUGE_LENGTHS))} digits use {HUGE_SAMPLES}, for the encoder-window cells, "
+            f"whose every attention is windowed and evaluation linear in the length (the other cells' encoders "
+            f"attend globally, which is quadratic; `--long-only` adds both to finished cells). "
             f"*Worst* columns: accuracy on the task's worst-case set at that length (hand-picked inputs "
             f"such as 99…9 + 1, the same for every seed; `data.worst_case`, docs/results.md); – where the "
             f"cell was not tested there. Families that fail are listed under the table.\n\n"
@@ -406,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="output folder (default: results)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild the table from finished cells")
     parser.add_argument("--long-only", action="store_true",
-                        help=f"only add the {LONG_LENGTHS}-digit test to finished cells that lack it (no training)")
+                        help=f"only add the {LONG_LENGTHS} and {HUGE_LENGTHS}-digit tests to finished cells that "
+                             "lack them (no training)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="cells run at once, each with cores/jobs torch threads (default 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
@@ -454,24 +480,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.long_only:
         for cell in [c.for_seed(s) for c in cells for s in seeds]:
             path = cell_dir(cell) / f"{cell.key}.json"
-            if cell.long and wanted(cell) and path.exists():
+            if (cell.long or cell.huge) and wanted(cell) and path.exists():
                 record = json.loads(path.read_text())
-                if not any(r["length"] in LONG_LENGTHS for r in record["rows"]):
-                    print(f"[reproduce] {cell.key}: testing at {LONG_LENGTHS}", flush=True)
-                    record["rows"] += test_cell(cell, cell_dir(cell), extra, "long", LONG_LENGTHS, LONG_SAMPLES)[0]
+                new = long_rows(cell, cell_dir(cell), extra, record["rows"])
+                if new:
+                    record["rows"] += new
                     path.write_text(json.dumps(record, indent=2))
         args.table_only = True
 
-    # Warm-started cells wait for the cells they start from; those run first, if needed.
-    runs = [c.for_seed(s) for s in seeds for c in cells]
-    needed = {c.warm_start for c in runs if c.warm_start and todo(c)}
-    first = [c.for_seed(s) for s in seeds for c in all_cells()]
-    first = [c for c in first if f"{c.home}/{c.key}" in needed and not (cell_dir(c) / f"{c.key}.json").exists()]
-    for stage in ([*dict.fromkeys([*first, *(c for c in runs if todo(c) and not c.warm_start)])],
-                  [c for c in runs if todo(c) and c.warm_start]):
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for future in [pool.submit(work, cell) for cell in stage]:
-                future.result()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for future in [pool.submit(work, c.for_seed(s)) for s in seeds for c in cells if todo(c.for_seed(s))]:
+            future.result()
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
     records: dict[str, list[dict]] = {}

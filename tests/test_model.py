@@ -106,6 +106,49 @@ def test_band_decoding_matches_under_a_calibrated_bias():
     assert torch.equal(m.generate(src, 29), full)
 
 
+@pytest.mark.parametrize("setup", ["window", "encoder_window", "leading", "calibrated", "alibi", "open"])
+def test_decoding_in_row_blocks_matches_the_whole_bias(monkeypatch, setup):
+    """Long sequences build their biases a block of rows at a time (memory linear in the
+    length); with the block threshold made tiny, every path gives the whole-bias tokens."""
+    from abc_lightning.biases.abc import CalibratedBias
+    from abc_lightning.biases.calibration import calibrate
+    from abc_lightning.model import decoding
+    from abc_lightning.model.positional import ALiBi
+
+    m = tiny(positional=ALiBi() if setup == "alibi" else NoPE(), position_index=CyclicIndex(3))
+    if setup in ("window", "encoder_window", "leading"):
+        m.install_bias("abs_window", WindowBias(1, 1, geometry="leading" if setup == "leading" else "trailing",
+                                                encoder_width=1 if setup == "encoder_window" else None))
+    if setup == "calibrated":
+        diagonal = torch.zeros(4, 8, 8)
+        diagonal[:, torch.arange(8), torch.arange(8)] = 1.0
+        m.install_bias("abc", CalibratedBias({"cross": calibrate(diagonal.clone(), kappa=1.0),
+                                              "decoder": [calibrate(diagonal.clone(), directions=[1], kappa=1.0)] * 2}))
+    src, _ = batch(b=8, s=41)
+    whole_memory, whole = m.encode(src)[0], m.generate(src, 40)
+    monkeypatch.setattr(decoding, "DENSE_CELLS", 64)
+    monkeypatch.setattr(decoding, "BLOCK_ROWS", 7)  # blocks that do not divide the 40 steps
+    assert len(decoding.row_blocks(40, 41)) == 6
+    assert torch.allclose(m.encode(src)[0], whole_memory, atol=1e-5)
+    assert torch.equal(m.generate(src, 40), whole)
+    if setup == "encoder_window":
+        pos = torch.arange(41)
+        assert m._long_bands(pos)[0][1].bias.shape[-2:] == (41, 3)  # the band alone, never (41, 41)
+
+
+def test_rows_of_a_window_are_the_rows_of_the_whole_window():
+    from abc_lightning.biases.windows import cross_window
+
+    for geometry in ("trailing", "symmetric", "leading"):
+        whole = cross_window(30, 45, 1, 2, geometry)
+        assert torch.equal(cross_window(30, 45, 1, 2, geometry, slice(0, 7)), whole[:7])
+        assert torch.equal(cross_window(30, 45, 1, 2, geometry, slice(7, 30)), whole[7:])
+    source = WindowBias(2, 1, encoder_width=1)
+    for kind, q, k in (("decoder", 30, 30), ("cross", 30, 45), ("encoder", 45, 45)):
+        whole = source(kind, q, k, torch.device("cpu"))
+        assert torch.equal(source(kind, q, k, torch.device("cpu"), rows=slice(5, 12)), whole[:, 5:12])
+
+
 def test_open_span_per_row():
     from abc_lightning.model.decoding import open_span
     from abc_lightning.model.transformer import causal_mask

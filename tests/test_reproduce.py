@@ -16,11 +16,12 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
                                      "expected": "1" + "0" * 60}]})
     records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 600 | worst 60 | worst 600 | paper 60 "
-              "| train time | command |")
+    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 600 | 10000 | worst 60 | worst 600 "
+              "| worst 10000 | paper 60 | train time | command |")
     assert header in text
-    assert "| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | 96.15 | – | 100 | 42 s (1000 steps) |" in text
-    assert "| addition | + T=3 | not run | | | | | | | | | | 100 |" in text  # 15 columns, as the header
+    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | 96.15 | – | – | 100 "
+            "| 42 s (1000 steps) |") in text
+    assert "| addition | + T=3 | not run | | | | | | | | | | | | 100 |" in text  # 17 columns, as the header
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
     saved = json.loads((tmp_path / "table1.json").read_text())
@@ -46,38 +47,35 @@ def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
     assert seen == [["--data.test_samples=20"]]
 
 
-def test_a_warm_started_cell_runs_after_the_cell_it_starts_from(tmp_path, monkeypatch):
-    seen = []
-    monkeypatch.setattr(reproduce, "run_cell", lambda cell, out, extra: seen.append((cell.key, out.name)) or
-                        {"rows": [], "train_seconds": 0.0, "steps": 0, "command": cell.command})
-    reproduce.main(["table3", "--only", "abc_parity", "--results", str(tmp_path)])
-    assert seen == [("parity_vanilla", "table1"), ("abc_parity", "table3")]
-    abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity")
-    assert "--model.init_from=results/table1/runs/parity_vanilla/fit/checkpoints/best.ckpt" in abc.command
-    seen.clear()  # the vanilla cell's record now exists under table1/: it is shared, not re-run
-    reproduce.main(["table3", "--only", "abc_parity", "--force", "--results", str(tmp_path)])
-    assert seen == [("abc_parity", "table3")]
-    # the paper's three ABC cells are the documented command alone
+def test_every_abc_cell_is_the_documented_command_alone():
     commands = {c.key: c.command for c in reproduce.table3_cells()}
     assert commands["abc_successor"] == "python -m abc_lightning fit --config configs/abc_successor.yaml"
     assert commands["abc_nx1"] == "python -m abc_lightning fit --config configs/abc.yaml --data=Nx1"
+    assert all("init_from" not in command for command in commands.values())
+    beyond = {c.key: c for c in reproduce.beyond_cells()}
+    assert beyond["abc_subtraction"].home == "beyond" and not any(
+        c.task == "subtraction" for c in reproduce.table1_cells() + reproduce.table3_cells())
 
 
-def test_long_only_adds_the_600_digit_row_to_finished_cells(tmp_path, monkeypatch):
+def test_long_only_adds_the_600_and_10000_digit_rows_to_finished_cells(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
     monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples: calls.append(
-        (cell.key, version, lengths, samples)) or ([{"length": 600, "accuracy": 99.5, "samples": samples}], 1.0))
+        (cell.key, version, lengths, samples)) or ([{"length": lengths[0], "accuracy": 99.5, "samples": samples}], 1.0))
     cell_dir = tmp_path / "table1"
     cell_dir.mkdir()
-    for key in ("abs_parity", "parity_vanilla"):
+    for key in ("abs_parity", "parity_vanilla", "parity_T3_encoder_w1"):
         (cell_dir / f"{key}.json").write_text(json.dumps(
             {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--long-only", "--results", str(tmp_path)]) == 0
-    assert calls == [("abs_parity", "long", [600], 1000)]  # the vanilla cell is not tested at 600
-    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 |" in Path(tmp_path / "table1.md").read_text()
+    # the vanilla cell is not tested beyond the configs' lengths; only the encoder window at 10,000
+    assert calls == [("abs_parity", "long", [600], 1000), ("parity_T3_encoder_w1", "long", [600], 1000),
+                     ("parity_T3_encoder_w1", "huge", [10000], 100)]
+    text = Path(tmp_path / "table1.md").read_text()
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 | – |" in text
+    assert "| parity | + T=3, encoder window w=1 (ours) | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 |" in text
     reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
-    assert len(calls) == 1  # already there: not tested again
+    assert len(calls) == 3  # already there: not tested again
 
 
 def test_an_old_record_keeps_its_tables_commit_once_the_table_has_several(tmp_path):
@@ -139,7 +137,6 @@ def test_seeds_run_once_each_are_skipped_when_done_and_summarised_as_median_and_
     # median 99.5 and min 97 at 60 digits; 2 of 3 seeds at >= 99%
     assert "| parity | + T=3 | 3 | 2/3 | – | – | – | – | 99.5 / 97 |" in text
     assert "median 11 s (100–300 steps)" in text and "Seeds: 0, 1, 2" in text
-    # a warm-started cell starts from the cell of its own seed
     abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity").for_seed(3)
-    assert abc.warm_start == "table1/parity_vanilla.seed3" and abc.key == "abc_parity.seed3"
+    assert abc.key == "abc_parity.seed3" and abc.command.endswith("--seed_everything=3 --data.seed=3")
     assert abc.for_seed(0).command == next(c for c in reproduce.table3_cells() if c.key == "abc_parity").command

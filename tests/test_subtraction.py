@@ -25,7 +25,8 @@ def test_it_is_registered_with_a_data_module_and_its_cells():
 
     assert "subtraction" in TASKS and type(data_module_for("subtraction")).__name__ == "Subtraction"
     cells = {c.key: c for c in reproduce.all_cells()}
-    assert {"subtraction_vanilla", "abs_subtraction", "subtraction_nope_w1", "subtraction_rope", "abc_subtraction"} <= set(cells)
+    assert {"subtraction_vanilla", "abs_subtraction", "subtraction_nope_w1", "abc_subtraction"} <= set(cells)
+    assert all(cells[k].home == "beyond" for k in ("abs_subtraction", "abc_subtraction"))
     # its ABS cell uses the CPI period it declares (2, its aligned stride)
     assert cells["abs_subtraction"].command.endswith("--data=Subtraction --model.position_index.period=2")
     assert cells["abs_subtraction"].label == "+ T=2"

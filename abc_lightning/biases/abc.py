@@ -79,16 +79,16 @@ class CalibratedBias(BiasSource):
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
-                layer: int | None = None) -> torch.Tensor | None:
+                layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
         entry = self.lines.get(kind)
         if entry is None:
             return None
         if isinstance(entry, list):
             entry = entry[layer if layer is not None else -1]
         key = (kind, id(entry), n_queries, n_keys, str(device))
-        if key not in self._cache:
+        if key not in self._cache:  # built whole (lines are extended as one matrix), then sliced
             self._cache[key] = self.build(kind, entry, n_queries, n_keys).to(device)
-        return self._cache[key]
+        return self._cache[key] if rows is None else self._cache[key][:, rows]
 
     def build(self, kind: str, lines: CalibratedLines, n_queries: int, n_keys: int) -> torch.Tensor:
         """``(H, q, k)`` bias for one kind and size."""

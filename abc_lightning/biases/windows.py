@@ -61,39 +61,49 @@ def _closed(shape: tuple[int, int], open_: torch.Tensor) -> torch.Tensor:
     return torch.zeros(shape).masked_fill(~open_, float("-inf"))
 
 
-def self_window(n: int, width: int) -> torch.Tensor:
-    """``(n, n)`` decoder self-attention window: open iff ``0 <= i - j <= width``."""
-    i = torch.arange(n)[:, None]
+def _rows(n: int, rows: slice | None) -> torch.Tensor:
+    """The query indices of ``rows`` (all ``n`` when None), as a column."""
+    start, stop, _ = (rows or slice(0, n)).indices(n)
+    return torch.arange(start, stop)[:, None]
+
+
+def self_window(n: int, width: int, rows: slice | None = None) -> torch.Tensor:
+    """``(n, n)`` decoder self-attention window: open iff ``0 <= i - j <= width`` (only the
+    query rows ``rows``, when given)."""
+    i = _rows(n, rows)
     j = torch.arange(n)[None, :]
-    return _closed((n, n), (i - j >= 0) & (i - j <= width))
+    return _closed((len(i), n), (i - j >= 0) & (i - j <= width))
 
 
-def band_window(n: int, width: int) -> torch.Tensor:
+def band_window(n: int, width: int, rows: slice | None = None) -> torch.Tensor:
     """``(n, n)`` symmetric band, open iff ``|i - j| <= width`` (optional encoder window)."""
-    i = torch.arange(n)[:, None]
+    i = _rows(n, rows)
     j = torch.arange(n)[None, :]
-    return _closed((n, n), (i - j).abs() <= width)
+    return _closed((len(i), n), (i - j).abs() <= width)
 
 
 def cross_window(
-    n_queries: int, n_keys: int, width: int, stride: int = 1, geometry: Geometry = "trailing"
+    n_queries: int, n_keys: int, width: int, stride: int = 1, geometry: Geometry = "trailing",
+    rows: slice | None = None,
 ) -> torch.Tensor:
-    """``(n_queries, n_keys)`` cross-attention window along the anti-diagonal (see module doc)."""
+    """``(n_queries, n_keys)`` cross-attention window along the anti-diagonal (see module
+    doc); only the query rows ``rows``, when given."""
     if geometry not in GEOMETRIES:
         raise ConfigError(f"unknown window geometry {geometry!r}; choose one of {GEOMETRIES}")
     lo, hi = {"trailing": (-width, 0), "symmetric": (-width, width), "leading": (0, width)}[geometry]
     eos = n_keys - 1
-    target = torch.arange(n_queries)[:, None] + 1  # digit predicted by each query
+    query = _rows(n_queries, rows)
+    target = query + 1  # digit predicted by each query
     key = torch.arange(n_keys)[None, :]
-    open_ = torch.zeros(n_queries, n_keys, dtype=torch.bool)
+    open_ = torch.zeros(len(query), n_keys, dtype=torch.bool)
     for offset in range(lo, hi + 1):
         digit = target + offset
         start = (eos - stride * digit).clamp(min=0)
         end = torch.where(digit == 0, eos, (eos - stride * digit + stride - 1).clamp(min=0))
         open_ |= (digit >= 0) & (key >= start) & (key <= end)
     if geometry == "leading":
-        open_[0, eos] = True
-    return _closed((n_queries, n_keys), open_)
+        open_[query[:, 0] == 0, eos] = True
+    return _closed(tuple(open_.shape), open_)
 
 
 class WindowBias(BiasSource):
@@ -131,9 +141,13 @@ class WindowBias(BiasSource):
         self.self_width, self.cross_width, self.encoder_width = self_width, cross_width, encoder_width
         self.stride, self.geometry = stride, geometry
         self._cache: dict[tuple, torch.Tensor] = {}
+        self._mask: torch.Tensor | None = None  # the task's cross window at the last size asked
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
-                layer: int | None = None) -> torch.Tensor | None:
+                layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+        if rows is not None:  # a block of rows of a long sequence: built for it, not kept
+            bias = self._build(kind, n_queries, n_keys, rows)
+            return None if bias is None else bias.to(device)[None]
         key = (kind, n_queries, n_keys, str(device))
         if key not in self._cache:
             self._cache[key] = self._build(kind, n_queries, n_keys)
@@ -141,15 +155,18 @@ class WindowBias(BiasSource):
                 self._cache[key] = self._cache[key].to(device)[None]
         return self._cache[key]
 
-    def _build(self, kind: str, n_queries: int, n_keys: int) -> torch.Tensor | None:
+    def _build(self, kind: str, n_queries: int, n_keys: int, rows: slice | None = None) -> torch.Tensor | None:
         if kind == "decoder" and self.self_width is not None:
-            return self_window(n_queries, self.self_width)
+            return self_window(n_queries, self.self_width, rows)
         if kind == "cross" and self.cross_mask is not None:
-            return _closed((n_queries, n_keys), self.cross_mask(n_queries, n_keys))
+            if self._mask is None or self._mask.shape != (n_queries, n_keys):  # booleans: a quarter of the bias
+                self._mask = self.cross_mask(n_queries, n_keys)
+            open_ = self._mask[rows or slice(None)]
+            return _closed(tuple(open_.shape), open_)
         if kind == "cross" and self.cross_width is not None:
-            return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry)
+            return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry, rows)
         if kind == "encoder" and self.encoder_width is not None:
-            return band_window(n_queries, self.encoder_width)
+            return band_window(n_queries, self.encoder_width, rows)
         return None
 
     def extra_repr(self) -> str:

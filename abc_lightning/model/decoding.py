@@ -19,6 +19,7 @@ length under an ABS window or an ABC bias:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -30,6 +31,8 @@ from abc_lightning.model.attention import Band
 # in annotations, which are never evaluated here).
 
 ENCODE_TOKENS = 16384  # source tokens per encoder pass
+DENSE_CELLS = 1 << 24  # a bias with more cells than this is built a block of rows at a time
+BLOCK_ROWS = 256  # query rows per block
 
 
 class StepKeys(NamedTuple):
@@ -44,26 +47,34 @@ class StepKeys(NamedTuple):
 
 
 class KeyPlan:
-    """Which keys each decoding step needs, from the summed biases of one layer.
+    """Which keys each decoding step needs, from the summed biases of the layers that share it.
 
-    Self-attention key ``j`` is needed up to the last row that opens it (``last_use``);
-    a row that opens nothing keeps every key (it attends in full). Cross-attention row
-    ``t`` reads the keys it opens, as a slice where they are contiguous."""
+    Self-attention key ``j`` is needed up to the last row that opens it (``last_use``),
+    which :meth:`add_self_rows` learns from every row of the self-attention bias (a block of
+    rows at a time); a row that opens nothing keeps every key (it attends in full).
+    Cross-attention row ``t`` reads the keys it opens, as a slice where they are contiguous;
+    :meth:`set_cross_rows` gives the rows of the current block."""
 
-    def __init__(self, self_bias: torch.Tensor | None, cross_bias: torch.Tensor | None, steps: int,
-                 n_memory: int, skip_closed: bool = True) -> None:
-        self.steps, self.n_memory = steps, n_memory
-        self.last_use = None
-        if skip_closed and self_bias is not None:
-            is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:steps, :steps]  # (q, k)
-            is_open[~is_open.any(dim=1)] = True  # a row with nothing open attends to every key
-            # the last row that opens each key (one int8 pass from the bottom; -1 where none does)
-            from_bottom = is_open.flip(0).to(torch.int8).argmax(dim=0)
-            self.last_use = torch.where(is_open.any(dim=0), steps - 1 - from_bottom, -1)
+    def __init__(self, steps: int, n_memory: int, skip_closed: bool = True) -> None:
+        self.steps, self.n_memory, self.skip_closed = steps, n_memory, skip_closed
+        self.last_use: torch.Tensor | None = None
         self.cross_open = None
-        if skip_closed and cross_bias is not None:
-            self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (q, s)
-            first, last = open_span(cross_bias, n_memory)
+
+    def add_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
+        if not self.skip_closed or self_bias is None:
+            return
+        is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps]  # (rows, k)
+        is_open[~is_open.any(dim=1)] = True  # a row with nothing open attends to every key
+        # the last row of this block that opens each key (one int8 pass from the bottom; -1 where none does)
+        from_bottom = is_open.flip(0).to(torch.int8).argmax(dim=0)
+        last = torch.where(is_open.any(dim=0), rows.stop - 1 - from_bottom, -1)
+        self.last_use = last if self.last_use is None else torch.maximum(self.last_use, last)
+
+    def set_cross_rows(self, cross_bias: torch.Tensor | None, rows: slice) -> None:
+        self.row0, self.cross_open = rows.start, None
+        if self.skip_closed and cross_bias is not None:
+            self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (rows, s)
+            first, last = open_span(cross_bias, self.n_memory)
             self.first, self.last = first.tolist(), last.tolist()
             self.count = self.cross_open.sum(dim=1).tolist()
 
@@ -77,10 +88,18 @@ class KeyPlan:
     def cross(self, t: int) -> slice | torch.Tensor:
         if self.cross_open is None:
             return slice(0, self.n_memory)
-        first, last = self.first[t], self.last[t]
-        if self.count[t] in (0, last - first):  # contiguous (or nothing open: every key)
+        r = t - self.row0
+        first, last = self.first[r], self.last[r]
+        if self.count[r] in (0, last - first):  # contiguous (or nothing open: every key)
             return slice(first, last)
-        return torch.nonzero(self.cross_open[t]).flatten()
+        return torch.nonzero(self.cross_open[r]).flatten()
+
+
+def row_blocks(n_rows: int, n_keys: int) -> list[slice]:
+    """The query rows a bias is built for at once: all of them while the bias has at most
+    :data:`DENSE_CELLS` cells, else blocks of :data:`BLOCK_ROWS` (memory linear in the length)."""
+    size = n_rows if n_rows * n_keys <= DENSE_CELLS else BLOCK_ROWS
+    return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
 
 def open_span(bias: torch.Tensor | None, n_keys: int, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,16 +133,32 @@ def band_of(bias: torch.Tensor | None, n_keys: int, max_width: int = 16) -> Band
     """
     if bias is None or bias.shape[-2] != n_keys:
         return None
-    first, last = open_span(bias, n_keys)
-    rows = torch.arange(n_keys)
-    lo, hi = int((first - rows).min()), int((last - 1 - rows).max())
+    return band_in_blocks(lambda rows: bias[..., rows, :], n_keys, max_width)
+
+
+def band_in_blocks(rows_of: Callable[[slice], torch.Tensor | None], n_keys: int, max_width: int = 16) -> Band | None:
+    """:func:`band_of` for a square bias that ``rows_of(rows)`` gives a block of rows at a
+    time (:func:`row_blocks`), so that a long input's whole bias is never built."""
+    blocks, lo, hi = row_blocks(n_keys, n_keys), n_keys, -n_keys
+    for rows in blocks:
+        bias = rows_of(rows)
+        if bias is None:
+            return None
+        first, last = open_span(bias, n_keys)
+        index = torch.arange(rows.start, rows.stop)
+        lo, hi = min(lo, int((first - index).min())), max(hi, int((last - 1 - index).max()))
     width = hi - lo + 1
     if width > max_width or 2 * width > n_keys:
         return None
-    cols = rows[:, None] + lo + torch.arange(width)[None, :]  # (q, width)
-    inside = ((cols >= 0) & (cols < n_keys)).to(bias.device)
-    cells = bias[..., rows[:, None].to(bias.device), cols.clamp(0, n_keys - 1).to(bias.device)]
-    return Band(cells.masked_fill(~inside, float("-inf")), lo)
+    cells = []
+    for rows in blocks:
+        bias = rows_of(rows) if len(blocks) > 1 else bias
+        index = torch.arange(rows.start, rows.stop)
+        cols = index[:, None] + lo + torch.arange(width)[None, :]  # (rows, width)
+        inside = ((cols >= 0) & (cols < n_keys)).to(bias.device)
+        local = torch.arange(len(index))[:, None].to(bias.device)
+        cells.append(bias[..., local, cols.clamp(0, n_keys - 1).to(bias.device)].masked_fill(~inside, float("-inf")))
+    return Band(torch.cat(cells, dim=-2), lo)
 
 
 @torch.no_grad()
@@ -152,36 +187,45 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         return out[:, 1:]
     s_pos = model.position_index(memory.shape[1], src.device)
     n = len(model.decoder)
-    self_biases = model.layer_biases("decoder", t_pos, t_pos, n)
-    cross_biases = model.layer_biases("cross", t_pos, s_pos, n)
     rotary, cross_rotary = model.rotary_for("decoder"), model.rotary_for("cross")
     caches: list[dict] = [{} for _ in model.decoder]
-    # One plan per distinct pair of biases (layers usually share one); without skip_closed
-    # every step reads every key, which the layers treat exactly like no plan at all.
-    found: dict[tuple[int, int], KeyPlan] = {}
-    for sb, cb in zip(self_biases, cross_biases):
-        if (id(sb), id(cb)) not in found:
-            found[id(sb), id(cb)] = KeyPlan(sb, cb, steps, memory.shape[1], skip_closed)
-    plans = [found[id(sb), id(cb)] for sb, cb in zip(self_biases, cross_biases)]
+    # One plan per group of layers that share their biases (all layers, unless a source is
+    # per-layer); without skip_closed every step reads every key, which the layers treat
+    # exactly like no plan at all.
+    plans = [KeyPlan(steps, memory.shape[1], skip_closed) for _ in range(n if model.per_layer_biases else 1)]
+    blocks = row_blocks(steps, max(steps, memory.shape[1]))
+    self_blocks: dict[int, list] = {}
+    for i, rows in enumerate(blocks):  # every row first: when each self-attention key is last used
+        self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows)
+        for plan, bias in zip(plans, self_biases):
+            plan.add_self_rows(bias, rows)
+        if len(blocks) == 1:
+            self_blocks[i] = self_biases  # kept: the one block is built once
     # absolute indices of the keys in the caches of each plan's layers (they keep the same ones)
-    kept = {id(plan): torch.zeros(0, dtype=torch.long) for plan in found.values()}
+    kept = [torch.zeros(0, dtype=torch.long) for _ in plans]
     tokens = []
-    for t in range(steps):
-        x = model.embed(out[:, -1:], t_pos[t : t + 1])
-        this_step = {}  # per plan, once: the keys attended now and what is kept and read
-        for plan in found.values():
-            attended = torch.cat([kept[id(plan)], torch.tensor([t])])
-            step = StepKeys(plan.self_keep(attended, t), plan.cross(t))
-            kept[id(plan)] = attended if step.keep is None else attended[step.keep]
-            this_step[id(plan)] = attended, step
-        for layer, cache, self_bias, cross_bias, plan in zip(model.decoder, caches, self_biases, cross_biases, plans):
-            attended, step = this_step[id(plan)]
-            row_self = None if self_bias is None else _columns(self_bias[..., t : t + 1, :], attended)
-            row_cross = None if cross_bias is None else _columns(cross_bias[..., t : t + 1, :], step.cross)
-            x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary, False,
-                            cache, step)
-        out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
-        tokens.append(out)
+    for i, rows in enumerate(blocks):
+        self_biases = self_blocks.pop(i, None) or model.layer_biases("decoder", t_pos, t_pos, n, rows)
+        cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows)
+        for plan, bias in zip(plans, cross_biases):
+            plan.set_cross_rows(bias, rows)
+        for t in range(rows.start, rows.stop):
+            x = model.embed(out[:, -1:], t_pos[t : t + 1])
+            this_step = []  # per plan, once: the keys attended now and what is kept and read
+            for p, plan in enumerate(plans):
+                attended = torch.cat([kept[p], torch.tensor([t])])
+                step = StepKeys(plan.self_keep(attended, t), plan.cross(t))
+                kept[p] = attended if step.keep is None else attended[step.keep]
+                this_step.append((attended, step))
+            r = t - rows.start
+            for layer, cache, self_bias, cross_bias, (attended, step) in zip(
+                    model.decoder, caches, self_biases, cross_biases, this_step * n if len(plans) == 1 else this_step):
+                row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], attended)
+                row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross)
+                x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary,
+                                False, cache, step)
+            out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
+            tokens.append(out)
     return torch.cat(tokens, dim=1)
 
 

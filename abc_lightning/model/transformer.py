@@ -19,8 +19,9 @@ is an :class:`~.attention.AttentionMap` with ``scores`` and ``weights`` of shape
 
 from __future__ import annotations
 
+
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 from torch import nn
@@ -45,9 +46,19 @@ class Seq2SeqOutput:
 
 
 @lru_cache(maxsize=64)
-def causal_mask(n: int, device: torch.device) -> torch.Tensor:
-    """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above."""
+def _causal(n: int, device: torch.device) -> torch.Tensor:
     return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
+
+
+def causal_mask(n: int, device: torch.device, rows: slice | None = None) -> torch.Tensor:
+    """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above (only the
+    query rows ``rows``, when given: those are built for the call, not kept)."""
+    if rows is None:
+        return _causal(n, device)
+    start, stop, _ = rows.indices(n)
+    i = torch.arange(start, stop, device=device)[:, None]
+    j = torch.arange(n, device=device)[None, :]
+    return torch.zeros(stop - start, n, device=device).masked_fill(j > i, float("-inf"))[None]
 
 
 class FeedForward(nn.Sequential):
@@ -204,21 +215,28 @@ class Seq2SeqTransformer(nn.Module):
             del self.bias_sources[name]
 
     def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                       layer: int | None = None) -> torch.Tensor | None:
-        """Every additive bias for one attention kind (and layer), summed once: ``(h|1, q, k)`` or None."""
+                       layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+        """Every additive bias for one attention kind (and layer), summed once: ``(h|1, q, k)``
+        or None; only the query rows ``rows`` when given (decoding long sequences in blocks)."""
         q, k, device = len(q_pos), len(k_pos), q_pos.device
         return sum_biases(
-            causal_mask(q, device) if kind == "decoder" else None,
-            self.positional.score_bias(kind, q_pos, k_pos) if self.use_positional else None,
-            *(source(kind, q, k, device, layer) for source in self.bias_sources.values()),
+            causal_mask(q, device, rows) if kind == "decoder" else None,
+            self.positional.score_bias(kind, q_pos if rows is None else q_pos[rows], k_pos)
+            if self.use_positional else None,
+            *(source(kind, q, k, device, layer, rows) for source in self.bias_sources.values()),
         )
 
+    @property
+    def per_layer_biases(self) -> bool:
+        """Whether some bias source gives each layer its own bias."""
+        return any(source.per_layer for source in self.bias_sources.values())
+
     def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                     n_layers: int) -> list[torch.Tensor | None]:
+                     n_layers: int, rows: slice | None = None) -> list[torch.Tensor | None]:
         """The bias of each layer: computed once and shared unless a source is per-layer."""
-        if any(source.per_layer for source in self.bias_sources.values()):
-            return [self.attention_bias(kind, q_pos, k_pos, layer=i) for i in range(n_layers)]
-        return [self.attention_bias(kind, q_pos, k_pos)] * n_layers
+        if self.per_layer_biases:
+            return [self.attention_bias(kind, q_pos, k_pos, layer=i, rows=rows) for i in range(n_layers)]
+        return [self.attention_bias(kind, q_pos, k_pos, rows=rows)] * n_layers
 
     def _band(self, bias: torch.Tensor | None, n_keys: int) -> Band | None:
         """:func:`~.decoding.band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
@@ -260,16 +278,43 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src: torch.Tensor, need_map: bool = False):
         """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
-        pos = self.position_index(src.shape[1], src.device)
+        n = src.shape[1]
+        pos = self.position_index(n, src.device)
         x = self.embed(src, pos)
-        biases, rotary = self.layer_biases("encoder", pos, pos, len(self.encoder)), self.rotary_for("encoder")
+        rotary = self.rotary_for("encoder")
+        # a banded encoder (ABS encoder_width) reads only its band: linear in length; a long
+        # input's band is built a block of rows at a time, without its whole (s, s) bias
+        pairs = None if need_map or self.training or n * n <= decoding.DENSE_CELLS else self._long_bands(pos)
+        if pairs is None:
+            biases = self.layer_biases("encoder", pos, pos, len(self.encoder))
+            pairs = [(bias, None if need_map or self.training else self._band(bias, n)) for bias in biases]
         maps = []
-        for layer, bias in zip(self.encoder, biases):
-            # a banded encoder (ABS encoder_width) reads only its band: linear in length
-            band = None if need_map or self.training else self._band(bias, src.shape[1])
+        for layer, (bias, band) in zip(self.encoder, pairs):
             x, amap = layer(x, bias, pos, rotary, need_map, band)
             maps.append(amap)
         return self.encoder_norm(x), maps
+
+    def _long_bands(self, pos: torch.Tensor) -> list[tuple[None, Band | None]] | None:
+        """Per encoder layer, ``(None, band)`` for a long input (no band where the layer has
+        no bias), remembered per length and bias sources; None if some bias is not a band."""
+        key = (len(pos), tuple(id(source) for source in self.bias_sources.values()))
+        cache = self.__dict__.setdefault("_long", {})
+        if key not in cache:
+            cache.clear()
+            pairs = []
+            for i in range(len(self.encoder)):
+                layer = i if self.per_layer_biases else None
+                rows_of = partial(self.attention_bias, "encoder", pos, pos, layer)
+                if rows_of(slice(0, 1)) is None:
+                    pairs.append((None, None))
+                    continue
+                band = decoding.band_in_blocks(lambda rows: rows_of(rows=rows), len(pos))
+                if band is None:
+                    pairs = None
+                    break
+                pairs.append((None, band))
+            cache[key] = (dict(self.bias_sources), pairs)  # holding the sources keeps their ids from being reused
+        return cache[key][1]
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False, t_pos: torch.Tensor | None = None):
         """``tgt (b, t)`` and ``memory (b, s, d)`` -> logits ``(b, t, vocab)`` and maps.

@@ -104,7 +104,9 @@ class Task(ABC):
       (``vanilla``, ``w1``, ``T3``, ``nope_w1``) and of Table 3 (``ABC`` and the baseline
       schemes it compares with), shown beside ours; empty where the papers have no number;
     - ``rows``, ``baselines``, ``abc``: which cells ``reproduce`` runs for it (Table 1 rows,
-      the baseline schemes, an ABC cell); ``order``: where it sits in tables.
+      the baseline schemes, an ABC cell); ``order``: where it sits in tables; ``table``:
+      ``table1`` for the papers' tasks (Tables 1 and 3, the baselines), ``beyond`` for the
+      tasks no paper has length-generalized (``results/beyond.md``).
     """
 
     name: str
@@ -124,6 +126,7 @@ class Task(ABC):
     baselines: bool = True
     abc: bool = True
     order: int = 100
+    table: str = "table1"
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:

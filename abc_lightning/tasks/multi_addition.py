@@ -94,6 +94,7 @@ class ThreeOperandAddition(MultiOperandAddition):
     operator = "+"
     pattern = re.compile(r"\d+\+\d+\+\d+")
     order = 11
+    table = "beyond"
 
     def example_input(self) -> str:
         return "123+958+76"

@@ -125,3 +125,4 @@ class MultiplyByTwoDigits(MultiplyFixedWidth):
     cpi_period = 3  # the block: q0, q1, s
     pattern = re.compile(r"\d+\*\d\d")
     order = 12
+    table = "beyond"
