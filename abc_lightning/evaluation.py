@@ -94,7 +94,7 @@ def answer_of(task, tokens: list[int]) -> str:
     from abc_lightning import vocab
 
     digits = tokens[: tokens.index(vocab.EOS)] if vocab.EOS in tokens else tokens
-    return task.format_answer(digits) if all(t < 10 for t in digits) else vocab.decode(tokens)
+    return task.format_answer(digits) if all(t in task.answer_tokens for t in digits) else vocab.decode(tokens)
 
 
 def group_inputs(parsed: list[dict], batch_size: int) -> list[dict]:

@@ -187,16 +187,30 @@ def abc_cells(table: str) -> list[Cell]:
 
 def table3_cells() -> list[Cell]:
     """Table 3: ABC against the baselines that fail, natural input form. The baseline rows are
-    cells of the baselines table (run once, shared) for the schemes the paper reports."""
+    cells of the baselines table (run once, shared) for the schemes the paper reports; the
+    last rows are ABC under the paper's own settings (``--bias.preset=paper``)."""
     tasks = _tasks("table1")
     rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
-    return rows + abc_cells("table1")
+    paper = [cell._replace(label="ABC, the paper's preset", overrides=(*cell.overrides, "--bias.preset=paper"),
+                           name=f"abc_paper_{cell.task}", curve=False, long=False)
+             for cell in abc_cells("table1")]
+    return rows + abc_cells("table1") + paper
+
+
+#: The baseline of the tasks beyond the paper: FIRE, the positional scheme with the best
+#: length generalization on addition in the literature (Zhou et al., 2024), on the natural form.
+BEYOND_BASELINE = "fire"
 
 
 def beyond_cells() -> list[Cell]:
-    """The tasks no paper has length-generalized (subtraction, three-operand addition, N×2):
-    Table 1's rows, the encoder-window row and ABC, under the same protocol."""
-    return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond")
+    """The tasks no paper has length-generalized (subtraction, signed subtraction,
+    three-operand addition, N×2): Table 1's rows, the encoder-window row, ABC and a
+    positional-scheme baseline, under the same protocol."""
+    label, over = SCHEMES[BEYOND_BASELINE]
+    baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (data_flag(name), *over),
+                      f"{name}_{BEYOND_BASELINE}", curve=True, home="beyond")
+                 for name, task in _tasks("beyond").items() if task.baselines]
+    return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond") + baselines
 
 
 TABLES = {"table1": table1_cells, "geometry": geometry_cells, "baselines": baseline_cells, "table3": table3_cells,

@@ -1,6 +1,6 @@
 """Is a retrained ABC model length-invariant? Same operands, wider zero padding.
 
-    python scripts/abc_length_probe.py configs/abc_addition.yaml <run dir> [--no-positions]
+    python scripts/abc_length_probe.py <run dir>/config.yaml <run dir> [--no-positions]
 
 ``<run dir>`` is a fit's ``runs/<name>/version_N`` (its ``checkpoints/last.ckpt`` and
 ``abc/lines.pt`` are read); ``--no-positions`` for runs with ``retrain_positional: none``.

@@ -1,6 +1,6 @@
 """Test one retrained ABC run under both rules for moving vertical cross-attention lines.
 
-    python scripts/abc_vertical_rule.py configs/abc_addition.yaml <run dir> [--kinds cross decoder]
+    python scripts/abc_vertical_rule.py <run dir>/config.yaml <run dir> [--kinds cross decoder]
         [--lengths 6 10 20 60] [--samples 1000]
 
 ``<run dir>`` is a fit's ``runs/<name>/version_N`` (its ``checkpoints/last.ckpt`` and

@@ -14,6 +14,11 @@ def random_batch(b: int = 3, s: int = 9, t: int = 8) -> tuple[torch.Tensor, torc
     return src, tgt
 
 
+def as_int(digits, base: int = 10) -> int:
+    """A row of digits (most significant first) -> the integer it writes."""
+    return int("".join(str(int(d)) for d in digits), base)
+
+
 def worst_case_rows(task_name: str, length: int):
     """A task and its worst-case set at ``length``: ``(task, [(expression, target row), …])``."""
     from abc_lightning.tasks import get_task
@@ -21,3 +26,34 @@ def worst_case_rows(task_name: str, length: int):
     task = get_task(task_name)
     _, _, operands, texts = task.worst_case_set(length)
     return task, list(zip(texts, task.target(operands)))
+
+
+def own_cross_window(task_name: str, length: int):
+    """A task with a cross window of its own, at ``length``: ``(task, operands, window)``,
+    after checking that every output token opens one or two source tokens."""
+    import numpy as np
+
+    from abc_lightning.tasks import get_task
+
+    task = get_task(task_name)
+    operands = task.sample(np.random.default_rng(0), 1, length)
+    src, tgt = task.source(operands), task.target(operands)
+    window = task.cross_window(tgt.shape[1] + 1, src.shape[1])
+    assert window.sum(dim=1).max() == 2 and window.sum(dim=1).min() == 1
+    return task, operands, window
+
+
+def abs_window_of(data_class: str):
+    """The window bias ``configs/abs.yaml`` installs for ``--data=<data_class>``, after
+    checking that the task kept its natural form (its windows are drawn on it)."""
+    from pathlib import Path
+
+    from abc_lightning.callbacks import AttentionWindow
+    from abc_lightning.cli import ABCLightningCLI
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "abs.yaml"
+    cli = ABCLightningCLI(args=["--config", str(config), f"--data={data_class}", "--trainer.logger=false"], run=False)
+    assert not cli.datamodule.aligned  # abs.yaml asks for alignment; the task keeps its natural form
+    window = next(cb for cb in cli.trainer.callbacks if isinstance(cb, AttentionWindow))
+    window.apply_to(cli.model, cli.datamodule)
+    return cli.model.model.bias_sources["abs_window"]

@@ -10,12 +10,11 @@ from abc_lightning.cli import ABCLightningCLI
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import InputError
 from abc_lightning.tasks import TASKS, get_task
+from tests.helpers import as_int
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def as_int(digits) -> int:
-    return int("".join(str(int(d)) for d in digits))
 
 
 def carries(parts: list[int]) -> list[int]:

@@ -1,7 +1,5 @@
 """N×2 multiplication with the column scratchpad, a task added as one file with its own windows."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -10,13 +8,9 @@ from abc_lightning import vocab
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import InputError
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import worst_case_rows
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import abs_window_of, as_int, own_cross_window, worst_case_rows
 
 
-def as_int(digits) -> int:
-    return int("".join(str(int(d)) for d in digits))
 
 
 def test_the_worked_example_of_the_docstring():
@@ -54,16 +48,12 @@ def test_worst_cases_are_right(length):
 
 def test_its_windows_have_a_fixed_size_at_every_length():
     """q_j reads a[c − j] and b_j, s reads EOS; the decoder looks back M + 1 steps."""
-    t = get_task("nx2")
     for length in (6, 60, 600):
-        ops = t.sample(np.random.default_rng(0), 1, length)
-        src, tgt = t.source(ops), t.target(ops)
-        window = t.cross_window(tgt.shape[1] + 1, src.shape[1])
-        assert window.sum(dim=1).max() == 2 and window.sum(dim=1).min() == 1
-        width = src.shape[1] - 5
+        t, ops, window = own_cross_window("nx2", length)
+        width = ops[0].shape[1]
         for row in (0, 3, 6, 3 * (width - 1)):  # q0 of column c reads a[c] and b_0 (the units digit)
             c = row // 3
-            assert window[row, width - c] and window[row, src.shape[1] - 2]
+            assert window[row, width - c] and window[row, window.shape[1] - 2]
     assert t.self_width == 3 and t.cpi_period == 3
     # ABC's segment alignment: only the multiplicand grows ("$ a * b &", b of M digits)
     ops = t.sample(np.random.default_rng(0), 1, 6)
@@ -83,15 +73,7 @@ def test_it_is_registered_and_predicts_its_own_form():
 
 
 def test_the_abs_cell_uses_the_task_s_windows():
-    from abc_lightning.callbacks import AttentionWindow
-    from abc_lightning.cli import ABCLightningCLI
-
-    cli = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Nx2", "--trainer.logger=false"],
-                          run=False)
-    assert not cli.datamodule.aligned  # abs.yaml asks for alignment; the task keeps its natural form
-    window = next(cb for cb in cli.trainer.callbacks if isinstance(cb, AttentionWindow))
-    window.apply_to(cli.model, cli.datamodule)
-    bias = cli.model.model.bias_sources["abs_window"]
+    bias = abs_window_of("Nx2")
     assert bias.self_width == 3 and bias.cross_mask is not None
     cross = bias("cross", 10, 13, torch.device("cpu"))[0]
     assert torch.equal(torch.isfinite(cross), get_task("nx2").cross_window(10, 13))

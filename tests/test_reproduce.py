@@ -49,8 +49,11 @@ def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
 
 def test_every_abc_cell_is_the_documented_command_alone():
     commands = {c.key: c.command for c in reproduce.table3_cells()}
-    assert commands["abc_successor"] == "python -m abc_lightning fit --config configs/abc_successor.yaml"
-    assert commands["abc_nx1"] == "python -m abc_lightning fit --config configs/abc.yaml --data=Nx1"
+    for task, flag in (("successor", "Successor"), ("addition", "Addition"), ("nx1", "Nx1"), ("parity", "Parity")):
+        # one preset, unchanged: the config alone and the task
+        assert commands[f"abc_{task}"] == f"python -m abc_lightning fit --config configs/abc.yaml --data={flag}"
+        assert commands[f"abc_paper_{task}"] == (f"python -m abc_lightning fit --config configs/abc.yaml "
+                                                 f"--data={flag} --bias.preset=paper")
     assert all("init_from" not in command for command in commands.values())
     beyond = {c.key: c for c in reproduce.beyond_cells()}
     assert beyond["abc_subtraction"].home == "beyond" and not any(

@@ -10,14 +10,12 @@ from abc_lightning.cli import ABCLightningCLI, run_cli
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import InputError
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import worst_case_rows
+from tests.helpers import as_int, worst_case_rows
 
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def as_int(digits) -> int:
-    return int("".join(str(int(d)) for d in digits))
 
 
 def test_it_is_registered_with_a_data_module_and_its_cells():

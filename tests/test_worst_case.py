@@ -14,6 +14,7 @@ from abc_lightning.data import data_module_for
 from abc_lightning.evaluation import evaluate_by_length
 from abc_lightning.tasks import TASKS, get_task
 from abc_lightning.tasks.base import spread
+from tests.helpers import as_int
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
 LENGTHS = [1, 2, 6, 7, 60, 600]
@@ -41,8 +42,6 @@ def family_rows(task: str, length: int) -> dict[str, list[tuple[str, ...]]]:
     return rows
 
 
-def as_int(digits, base: int = 10) -> int:
-    return int("".join(str(int(d)) for d in digits), base)
 
 
 #: The answers from Python integers alone, for the tasks of this file (a new task's own test

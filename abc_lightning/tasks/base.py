@@ -106,7 +106,9 @@ class Task(ABC):
     - ``rows``, ``baselines``, ``abc``: which cells ``reproduce`` runs for it (Table 1 rows,
       the baseline schemes, an ABC cell); ``order``: where it sits in tables; ``table``:
       ``table1`` for the papers' tasks (Tables 1 and 3, the baselines), ``beyond`` for the
-      tasks no paper has length-generalized (``results/beyond.md``).
+      tasks no paper has length-generalized (``results/beyond.md``);
+    - ``answer_tokens``: the tokens an answer may hold (digits; a task with a sign token
+      adds it), which :meth:`format_answer` turns into text.
     """
 
     name: str
@@ -127,6 +129,7 @@ class Task(ABC):
     abc: bool = True
     order: int = 100
     table: str = "table1"
+    answer_tokens: frozenset[int] = frozenset(range(10))  # the tokens format_answer reads
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
