@@ -62,9 +62,17 @@ def test_targets_are_exact_at_long_lengths():
 def test_parity_lengths_are_decimal_digits():
     t = get_task("parity")
     ops = t.sample(np.random.default_rng(0), 20, 60)
-    assert ops[0].shape[1] == (10**60 - 1).bit_length() + 1
+    assert ops[0].shape[1] == (10**60 - 1).bit_length() + 2  # two spare cells, as in training
     bits = ops[0][:, ::-1]
     assert (t.target(ops)[:, -1] == bits.sum(1) % 2).all()
+
+
+def test_a_test_input_has_two_spare_cells_like_most_training_numbers():
+    t = get_task("addition")
+    assert t.train_width == 8 and t.eval_width(6) == 8  # 6 digits: the training frame, interpolation
+    assert [t.eval_width(n) for n in (10, 60, 600)] == [12, 62, 602]
+    a, b = t.parse("9999999999+1")  # predict pads the same way
+    assert a.shape[1] == b.shape[1] == 12 and a[0, :2].tolist() == [0, 0]
 
 
 def test_eval_size_follows_protocol():

@@ -18,6 +18,8 @@ from abc_lightning.errors import ConfigError, InputError
 
 #: The training pool is the integers in [0, 2^20], as in the papers.
 POOL_MAX = 2**20
+#: Leading zeros beyond the number's digits in a test input's frame (``Task.operand_width``).
+SPARE_CELLS = 2
 
 
 def cycle(pattern: str, n: int) -> str:
@@ -133,14 +135,19 @@ class Task(ABC):
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
-        """Symbols per operand for numbers of ``length`` decimal digits.
+        """Symbols per operand for numbers of ``length`` decimal digits: :data:`SPARE_CELLS`
+        leading zeros more than the number needs.
 
-        One leading zero more than the number needs: the answer has one more digit than
-        the operand (the carry-out), and this gives that digit an input cell of its own.
-        Without it the carry-out row sees only 0 or 1 beside SOS in training (the pool's
-        numbers have at most 7 digits and are mostly 6) and copies the top digit at test.
+        The first gives the carry-out (the answer has one more digit than the operand) an
+        input cell of its own; without it the carry-out row sees only 0 or 1 beside SOS in
+        training and copies the top digit at test. The second matches the training frame:
+        most pool numbers have 6 digits in an 8-cell frame, so in training the two answer
+        digits before EOS are almost always 0. With one spare cell, a test answer whose top
+        digit is a carry-out put a non-zero digit where training never had one, and ABC
+        models wrote a digit too many or stopped one early (docs/abc.md, "ABC on the
+        worst-case sets").
         """
-        return self.symbols(length) + 1
+        return self.symbols(length) + SPARE_CELLS
 
     def symbols(self, length: int) -> int:
         """Symbols needed to write the largest ``length``-digit decimal number in this base."""
@@ -254,7 +261,7 @@ class Task(ABC):
                 f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"
             )
         parts = cleaned.split(self.operator) if self.operator is not None else [cleaned]
-        return self.operands_from_text(parts, max(self.train_width, *(len(p) + 1 for p in parts)))
+        return self.operands_from_text(parts, max(self.train_width, *(len(p) + SPARE_CELLS for p in parts)))
 
     @abstractmethod
     def example_input(self) -> str:
