@@ -77,3 +77,14 @@ def test_the_abs_cell_uses_the_task_s_windows():
     assert bias.self_width == 3 and bias.cross_mask is not None
     cross = bias("cross", 10, 13, torch.device("cpu"))[0]
     assert torch.equal(torch.isfinite(cross), get_task("nx2").cross_window(10, 13))
+
+
+def test_n_times_three_is_the_same_scratchpad_with_blocks_of_four():
+    t = get_task("nx3")
+    a, b = t.sample(np.random.default_rng(3), 300, 20)
+    target = t.target([a, b])
+    assert target.shape[1] == 4 * (a.shape[1] + 3) and t.self_width == t.cpi_period == 4
+    assert all(t.format_answer(target[i].tolist()) == str(as_int(a[i]) * as_int(b[i])) for i in range(300))
+    assert t.parse("1234*567")[1].tolist() == [[5, 6, 7]]
+    _, ops, window = own_cross_window("nx3", 60)
+    assert window.shape[0] == 4 * (ops[0].shape[1] + 3) + 1

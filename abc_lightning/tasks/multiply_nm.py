@@ -126,3 +126,16 @@ class MultiplyByTwoDigits(MultiplyFixedWidth):
     pattern = re.compile(r"\d+\*\d\d")
     order = 12
     table = "beyond"
+
+
+class MultiplyByThreeDigits(MultiplyFixedWidth):
+    """N×3 multiplication (the second operand has exactly three digits, e.g. ``1234*567``)."""
+
+    name = "nx3"
+    arity = 2
+    m = 3
+    self_width = 4  # back to the same slot of the previous column (M + 1 steps)
+    cpi_period = 4  # the block: q0, q1, q2, s
+    pattern = re.compile(r"\d+\*\d\d\d")
+    order = 14
+    table = "beyond"
