@@ -19,8 +19,9 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   N×1 and parity (and on every other task): post-softmax weights summed along lines as in
   the authors' code, κ_cross 3.0 and κ_self 0.3, a bias per layer, cross-attention lines
   along anti-diagonals and verticals only (every task writes its answer least significant
-  digit first, so a diagonal reads the input backwards), lines that follow the operand they
-  read, and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
+  digit first, so a diagonal reads the input backwards), decoder lines along diagonals
+  only (a vertical there ties every step to a fixed early one), lines that follow the
+  operand they read and verticals that keep to an operand's leading end, and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
   threshold is reached, a position-wise encoder and no positional signal but the bias.
   Each option's docstring below says what it does; docs/abc.md says why each departure
   from the paper was needed.
@@ -166,8 +167,8 @@ PAPER = Recipe(
 PROJECT = Recipe(
     Phases(threshold=0.99, patience=2, retrain_patience=10),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
-          self_directions=[1, 0], encoder_directions=[1], source="weights", reduce="sum",
-          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="left"),
+          self_directions=[1], encoder_directions=[1], source="weights", reduce="sum",
+          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest"),
     Extension(align="segments", encoder_align="relative", soft=False),
     Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True),
 )
