@@ -118,6 +118,25 @@ def test_bad_options_are_refused_by_name():
         AttentionBiasCalibration(lines=Lines(kinds=["crosss"]))
     with pytest.raises(ConfigError, match="threshold"):
         AttentionBiasCalibration(phases=Phases(threshold=1.5))
+    with pytest.raises(ConfigError, match="self_verticals"):
+        AttentionBiasCalibration(lines=Lines(self_verticals=-1))
+
+
+def test_decoder_verticals_are_kept_on_the_first_steps_only():
+    from abc_lightning.biases.abc import lines_from_attention
+    from abc_lightning.biases.recipe import resolve
+
+    a_bar = torch.full((2, 10, 10), 0.01).tril()
+    a_bar[:, :, 0] = 0.5  # every step looks at the start token
+    a_bar[:, 3:, 3] = 0.5  # and at the fourth output
+    a_bar[:, torch.arange(10), torch.arange(10)] = 1.0  # and at itself
+    found = {}
+    for k in (1, "all"):
+        recipe = resolve("project", lines=Lines(kinds=["decoder"], self_verticals=k, kappa_self=0.3))
+        lines = lines_from_attention({"decoder": [a_bar]}, recipe, [], heads=2)["decoder"][0]
+        vertical = next(d for d in lines.directions if d.delta == 0)
+        found[k] = [vertical.c_min + int(i) for i in torch.nonzero(torch.isfinite(vertical.values[0])).flatten()]
+    assert found == {1: [0], "all": [0, 3]}
 
 
 def test_retrain_positional_none_switches_positions_off_after_calibration_and_on_test():

@@ -3,6 +3,7 @@ to whatever size attention needs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -38,13 +39,27 @@ def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe
             # (encoder_align: segments) both axes of encoder self-attention
             by_segment = ext.align == "segments" and (kind == "cross" or (kind == "encoder" and
                                                                           ext.encoder_align == "segments"))
-            calibrated.append(calibrate(a_bar, ln.directions_for(kind), None if ext.soft else ln.kappa(kind),
-                                        ln.reduce, valid, ln.vertical, ln.lineless,
-                                        segments if by_segment else None, square=kind == "encoder" and by_segment))
+            lines = calibrate(a_bar, ln.directions_for(kind), None if ext.soft else ln.kappa(kind),
+                              ln.reduce, valid, ln.vertical, ln.lineless,
+                              segments if by_segment else None, square=kind == "encoder" and by_segment)
+            if kind == "decoder" and ln.self_verticals != "all":
+                lines = only_first_verticals(lines, ln.self_verticals)
+            calibrated.append(lines)
         out[kind] = calibrated if ln.per_layer else calibrated[0]
     if recipe.retraining.encoder_diagonal:
         out["encoder"] = CalibratedLines(1, 1, [DirectionLines(1, 0, torch.zeros(heads, 1))])
     return out
+
+
+def only_first_verticals(lines: CalibratedLines, k: int) -> CalibratedLines:
+    """The lines with the vertical ones (Δ = 0) on columns ``k`` and beyond dropped."""
+    kept = []
+    for d in lines.directions:
+        if d.delta == 0:
+            columns = torch.arange(d.values.shape[1]) + d.c_min
+            d = DirectionLines(0, d.c_min, d.values.masked_fill(columns[None, :] >= k, float("-inf")))
+        kept.append(d)
+    return replace(lines, directions=kept)
 
 
 def pack_lines(lines: LinesByKind) -> dict:

@@ -19,9 +19,8 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   N×1 and parity (and on every other task): post-softmax weights summed along lines as in
   the authors' code, κ_cross 3.0 and κ_self 0.3, a bias per layer, cross-attention lines
   along anti-diagonals and verticals only (every task writes its answer least significant
-  digit first, so a diagonal reads the input backwards), decoder lines along diagonals
-  only (a vertical there ties every step to a fixed early one), lines that follow the
-  operand they read and verticals that keep to an operand's leading end, and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
+  digit first, so a diagonal reads the input backwards), lines that follow the operand they
+  read, and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
   threshold is reached, a position-wise encoder and no positional signal but the bias.
   Each option's docstring below says what it does; docs/abc.md says why each departure
   from the paper was needed.
@@ -65,6 +64,10 @@ class Lines:
             −1 anti-diagonal, 0 vertical.
         self_directions: the same for decoder self-attention. An anti-diagonal there ties
             step i to step c − i, which no recurrence uses.
+        self_verticals: in decoder self-attention, keep vertical lines only on the first
+            this many steps (``all``: on any step). Step 0 is the start token, the same in
+            every answer; a later step is a fixed early output, which at training lengths
+            is always a few steps behind the query and at test lengths far behind it.
         encoder_directions: the same for encoder self-attention; ``[1]`` keeps relative
             offsets only (a vertical line is a fixed input column, which a longer input
             fills with another token).
@@ -84,6 +87,7 @@ class Lines:
     kinds: list[str] | None = None
     directions: list[int] | None = None
     self_directions: list[int] | None = None
+    self_verticals: int | Literal["all"] | None = None
     encoder_directions: list[int] | None = None
     source: Literal["scores", "weights"] | None = None
     reduce: Literal["mean", "sum"] | None = None
@@ -158,8 +162,8 @@ class Recipe:
 PAPER = Recipe(
     Phases(threshold=1.0, patience=2, retrain_patience=3),
     Lines(samples=512, layer=-1, per_layer=False, kinds=["cross", "decoder"], directions=[1, -1, 0],
-          self_directions=[1, -1, 0], encoder_directions=[1, -1, 0], source="scores", reduce="mean",
-          kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left"),
+          self_directions=[1, -1, 0], self_verticals="all", encoder_directions=[1, -1, 0], source="scores",
+          reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left"),
     Extension(align="corner", encoder_align="relative", soft=False),
     Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False),
 )
@@ -167,8 +171,8 @@ PAPER = Recipe(
 PROJECT = Recipe(
     Phases(threshold=0.99, patience=2, retrain_patience=10),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
-          self_directions=[1], encoder_directions=[1], source="weights", reduce="sum",
-          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest"),
+          self_directions=[1, 0], self_verticals="all", encoder_directions=[1], source="weights", reduce="sum",
+          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="left"),
     Extension(align="segments", encoder_align="relative", soft=False),
     Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True),
 )
@@ -205,6 +209,8 @@ def validate(r: Recipe) -> None:
         (not [k for k in ln.kinds if k not in KINDS], f"lines.kinds must be among {KINDS}, got {ln.kinds}"),
         (all(d in (1, -1, 0) for k in KINDS for d in ln.directions_for(k)),
          "lines.directions, self_directions and encoder_directions hold Δ in {1, -1, 0}"),
+        (ln.self_verticals == "all" or (isinstance(ln.self_verticals, int) and ln.self_verticals >= 0),
+         f"lines.self_verticals must be an integer >= 0 or all, got {ln.self_verticals!r}"),
         (all(ln.kappa(k) is None or ln.kappa(k) >= 0 for k in ("cross", "decoder")),
          f"lines.kappa_cross and kappa_self must be >= 0 or off, got {ln.kappa_cross}, {ln.kappa_self}"),
         (t.dropout == "keep" or 0.0 <= t.dropout < 1.0, f"retraining.dropout must be in [0, 1) or keep, got {t.dropout}"),
