@@ -420,9 +420,6 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         if "phases" in first and len(recs) == 1:
             p = first["phases"]
             time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
-        if "warm_start" in first:
-            w = first["warm_start"]
-            time_note += f"; after {w['train_seconds']:.0f} s ({w['steps']} steps) of {w['cell']}"
         notes = [f"seed {r.get('seed', 0)}: {r['note']}" if len(recs) > 1 else r["note"] for r in recs if "note" in r]
         if notes:  # a remark recorded by hand, e.g. a test stopped before it ended
             time_note += "; note: " + "; ".join(notes)

@@ -194,18 +194,16 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     # exactly like no plan at all.
     plans = [KeyPlan(steps, memory.shape[1], skip_closed) for _ in range(n if model.per_layer_biases else 1)]
     blocks = row_blocks(steps, max(steps, memory.shape[1]))
-    self_blocks: dict[int, list] = {}
-    for i, rows in enumerate(blocks):  # every row first: when each self-attention key is last used
+    for rows in blocks:  # every row first: when each self-attention key is last used
         self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows)
         for plan, bias in zip(plans, self_biases):
             plan.add_self_rows(bias, rows)
-        if len(blocks) == 1:
-            self_blocks[i] = self_biases  # kept: the one block is built once
     # absolute indices of the keys in the caches of each plan's layers (they keep the same ones)
     kept = [torch.zeros(0, dtype=torch.long) for _ in plans]
     tokens = []
-    for i, rows in enumerate(blocks):
-        self_biases = self_blocks.pop(i, None) or model.layer_biases("decoder", t_pos, t_pos, n, rows)
+    for rows in blocks:
+        if len(blocks) > 1:  # one block is the whole bias, already built above
+            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows)
         cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows)
         for plan, bias in zip(plans, cross_biases):
             plan.set_cross_rows(bias, rows)

@@ -19,7 +19,6 @@ is an :class:`~.attention.AttentionMap` with ``scores`` and ``weights`` of shape
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
