@@ -8,7 +8,8 @@ Addition, init_args: {aligned: true}}``).
 Protocol (the papers'): a seeded permutation Π of [0, 2^20] split 7:1 into train and
 validation; binary tasks draw both operands independently from the split. Evaluation at
 length L uses min(10^L − 10^(L−1), n) numbers of exactly L digits, greedy decoding and
-exact match over the whole output.
+exact match over the whole output. A task may add carry-rich rows to its training split
+(``carry_rich``, see :func:`carry_rich_values`); the papers' tasks add none.
 """
 
 from __future__ import annotations
@@ -47,6 +48,38 @@ def encode(task: Task, operands: list[np.ndarray], aligned: bool) -> Encoded:
     tgt_out = np.concatenate([target, np.full((n, 1), vocab.EOS)], axis=1)
     as_tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.uint8)  # noqa: E731
     return Encoded(as_tensor(task.source(operands, aligned)), as_tensor(tgt_in), as_tensor(tgt_out))
+
+
+def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray) -> np.ndarray:
+    """``n`` integers of Π's training part whose decimal digits are mostly 9s.
+
+    A length of 1 to 7 digits is drawn uniformly, then each digit is 9 with probability 1/2
+    and uniform otherwise (the first one not 0); numbers above 2^20 or outside ``allowed``
+    (a mask over [0, 2^20], the training part of Π) are drawn again. A digit is 9 with
+    probability 0.55, so three such operands put 9 + 9 + 9 in about one column in six that
+    all three reach, and chains of such columns with a carry of 2 through them, which
+    uniformly drawn operands almost never hold.
+    """
+    out: list[np.ndarray] = []
+    have = 0
+    while have < n:
+        m = 2 * (n - have) + 16
+        length = rng.integers(1, 8, size=(m, 1))
+        digits = np.where(rng.random((m, 7)) < 0.5, 9, rng.integers(0, 10, size=(m, 7)))
+        col = np.arange(7)[None, :]
+        digits = np.where(col == 7 - length, np.maximum(digits, 1), digits)  # the leading digit is not 0
+        digits = np.where(col < 7 - length, 0, digits)
+        values = digits @ (10 ** np.arange(6, -1, -1, dtype=np.int64))
+        values = values[(values <= POOL_MAX)]
+        values = values[allowed[values]]
+        out.append(values)
+        have += len(values)
+    return np.concatenate(out)[:n]
+
+
+def concat(*parts: Encoded) -> Encoded:
+    """Splits of one layout, row after row."""
+    return Encoded(*(torch.cat([getattr(p, f) for p in parts]) for f in ("src", "tgt_in", "tgt_out")))
 
 
 def eval_size(length: int, cap: int) -> int:
@@ -155,6 +188,10 @@ class ArithmeticDataModule(L.LightningDataModule):
         predict_inputs: expressions for ``predict``, e.g. ``["123456789+987654321"]``.
         predict_file: a text file with one ``predict`` expression per line (blank lines are
             skipped), read after ``predict_inputs``.
+        carry_rich: share of the training split made of carry-rich rows (every operand from
+            :func:`carry_rich_values`), added beside the pool's rows; None takes the task's
+            own (0, the papers' protocol, except where a task's hard cases need it: the
+            carries of 2 in three-operand addition).
     """
 
     task_class: type[Task] | None = None
@@ -173,6 +210,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         eval_batch_size: int = 1000,
         predict_inputs: list[str] = [],  # noqa: B006
         predict_file: str | None = None,
+        carry_rich: float | None = None,
     ) -> None:
         super().__init__()
         if self.task_class is None:
@@ -191,6 +229,9 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
         self.predict_inputs, self.predict_file = list(predict_inputs), predict_file
         self.worst_case = worst_case
+        self.carry_rich = self.task.carry_rich if carry_rich is None else carry_rich
+        if not isinstance(self.carry_rich, (int, float)) or not 0 <= self.carry_rich < 1:
+            raise ConfigError(f"data.carry_rich must be a share in [0, 1), got {carry_rich!r}")
         self._train: EncodedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
@@ -238,6 +279,15 @@ class ArithmeticDataModule(L.LightningDataModule):
         operands = [first] + [rng.choice(values, size=count) for _ in range(self.task.arity - 1)]
         return encode(self.task, self.task.from_pool(operands), self.aligned)
 
+    def _carry_rich(self, train: np.ndarray, n_pool: int) -> Encoded:
+        """The carry-rich rows: ``carry_rich`` of the whole split, beside ``n_pool`` pool rows."""
+        rng = np.random.default_rng([self.seed, 5])
+        allowed = np.zeros(POOL_MAX + 1, dtype=bool)
+        allowed[train] = True
+        n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
+        operands = [carry_rich_values(rng, n, allowed) for _ in range(self.task.arity)]
+        return encode(self.task, self.task.from_pool(operands), self.aligned)
+
     def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:
         """Samples of exactly ``length`` digits, seeded by (seed, length, salt)."""
         rng = np.random.default_rng([self.seed, length, salt])
@@ -259,7 +309,10 @@ class ArithmeticDataModule(L.LightningDataModule):
         if needs_train or needs_val:
             train, val = self.pool_split()
         if needs_train:
-            self._train = EncodedDataset(self._from_pool(train, None, salt=1), "train")
+            data = self._from_pool(train, None, salt=1)
+            if self.carry_rich > 0:
+                data = concat(data, self._carry_rich(train, len(data.src)))
+            self._train = EncodedDataset(data, "train")
         if needs_val:
             self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]

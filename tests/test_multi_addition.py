@@ -83,3 +83,47 @@ def test_the_abs_cell_reads_one_column_of_three_digits():
                                 "--trainer.logger=false"], run=False)
     window = next(cb for cb in cli.trainer.callbacks if type(cb).__name__ == "AttentionWindow")
     assert cli.datamodule.digit_stride == 3 and window.cross_width_for(cli.datamodule) == 0
+
+
+def test_carry_rich_rows_come_beside_the_pool_rows_and_hold_carries_of_two():
+    """The pool's rows stay exactly as the papers' protocol draws them; the task's quarter of
+    carry-rich rows are sums of Π's training numbers whose columns reach 9 + 9 + 9 + 2."""
+    from abc_lightning.data import carry_rich_values
+    from abc_lightning.tasks.base import POOL_MAX
+
+    pool_only = data_module_for("addition3", carry_rich=0.0)
+    rich = data_module_for("addition3")  # the task's own share
+    assert rich.carry_rich == 0.25 and data_module_for("addition").carry_rich == 0.0
+    base, mixed = pool_only.train_set, rich.train_set
+    n = len(base.src)
+    assert (mixed.src[:n] == base.src).all() and (mixed.tgt_out[:n] == base.tgt_out).all()
+    assert abs((len(mixed.src) - n) / len(mixed.src) - 0.25) < 1e-3
+
+    train, _ = pool_only.pool_split()
+    allowed = np.zeros(POOL_MAX + 1, dtype=bool)
+    allowed[train] = True
+    values = carry_rich_values(np.random.default_rng(0), 5000, allowed)
+    assert len(values) == 5000 and allowed[values].all()
+    nines = np.char.count(values.astype(str), "9").sum() / sum(len(str(v)) for v in values)
+    assert nines > 0.45  # against 0.1 for uniform digits
+
+    # the extra rows are right, and some add a carry of 2 into a column of three 9s
+    task = rich.task
+    ops = [task.from_pool([carry_rich_values(np.random.default_rng(s), 2000, allowed)])[0] for s in (1, 2, 3)]
+    cols = np.stack(ops).transpose(1, 2, 0)[:, ::-1]  # (n, column from the bottom, operand)
+    carry, deep = np.zeros(len(cols), dtype=int), np.zeros(len(cols), dtype=bool)
+    for c in range(cols.shape[1]):
+        deep |= (cols[:, c] == 9).all(axis=1) & (carry == 2)
+        carry = (cols[:, c].sum(axis=1) + carry) // 10
+    assert deep.sum() > 20
+    target = task.target(ops)
+    for i in range(50):
+        assert as_int(target[i][::-1]) == sum(int("".join(map(str, op[i]))) for op in ops)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, "lots"])
+def test_a_carry_rich_share_outside_zero_to_one_is_refused(bad):
+    from abc_lightning.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="data.carry_rich must be a share in"):
+        data_module_for("addition3", carry_rich=bad)

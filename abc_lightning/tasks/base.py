@@ -110,7 +110,9 @@ class Task(ABC):
       ``table1`` for the papers' tasks (Tables 1 and 3, the baselines), ``beyond`` for the
       tasks no paper has length-generalized (``results/beyond.md``);
     - ``answer_tokens``: the tokens an answer may hold (digits; a task with a sign token
-      adds it), which :meth:`format_answer` turns into text.
+      adds it), which :meth:`format_answer` turns into text;
+    - ``carry_rich``: the share of training rows drawn carry-rich (``data.carry_rich``; 0,
+      the papers' protocol, for every task whose hard cases random numbers already reach).
     """
 
     name: str
@@ -132,6 +134,7 @@ class Task(ABC):
     order: int = 100
     table: str = "table1"
     answer_tokens: frozenset[int] = frozenset(range(10))  # the tokens format_answer reads
+    carry_rich: float = 0.0
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
