@@ -173,7 +173,8 @@ class ArithmeticDataModule(L.LightningDataModule):
     """Data for one task; the subclass of each task sets ``task_class``.
 
     Args:
-        aligned: interleave operand digits (ABS input alignment) instead of the natural form.
+        aligned: interleave operand digits (ABS input alignment) instead of the natural form
+            (a task whose own windows are drawn on one form, ``Task.form``, keeps that form).
         seed: seeds the permutation Π and every evaluation sample.
         batch_size: training batch size.
         val_lengths: lengths checked after every training epoch (``val/acc@L``).
@@ -217,8 +218,10 @@ class ArithmeticDataModule(L.LightningDataModule):
             raise ConfigError(f"choose a task's data module, e.g. --data=Addition; one of {data_module_names()}")
         self.task = self.task_class()
         self.aligned = aligned
-        if aligned and (self.task.arity == 1 or not self.task.alignable):
-            self.aligned = False  # unary input is unchanged; a task with windows of its own keeps its form
+        if self.task.arity == 1:
+            self.aligned = False  # unary input has nothing to interleave
+        elif self.task.form is not None:
+            self.aligned = self.task.form == "aligned"  # a task with windows of its own keeps their form
         for name, value in dict(batch_size=batch_size, val_samples=val_samples, val_split_samples=val_split_samples,
                                 test_samples=test_samples, eval_batch_size=eval_batch_size).items():
             if not isinstance(value, int) or value < 1:

@@ -17,6 +17,7 @@ def test_the_worked_example_of_the_docstring():
     t = get_task("signed_subtraction")
     ops = t.operands_from_text(["958", "9003"], 5)
     assert vocab.decode(t.source(ops)[0]) == "$00958-09003&"
+    assert vocab.decode(t.source(ops, aligned=True)[0]) == "$-0009905083&"  # the form it is trained on
     assert vocab.decode(t.target(ops)[0]) == "5554901890-"
     assert t.format_answer(t.target(ops)[0].tolist()) == "-8045"
     assert answer_of(t, [*t.target(ops)[0].tolist(), vocab.EOS]) == "-8045"  # the sign token is part of an answer
@@ -55,10 +56,13 @@ def test_its_windows_have_a_fixed_size_at_every_length():
         t, ops, window = own_cross_window("signed_subtraction", length)
         width = ops[0].shape[1]
         for row in (0, 1, 6, 2 * width - 1):
-            c = row // 2  # column c: a_c sits at width − c, b_c at 2·width + 1 − c
-            assert window[row, width - c] and window[row, 2 * width + 1 - c]
+            c = row // 2  # column c: a_c sits at 2·width − 2c, b_c right after it
+            assert window[row, 2 * width - 2 * c] and window[row, 2 * width + 1 - 2 * c]
         assert window[2 * width :, -1].all()  # the sign and EOS: EOS
-    assert t.self_width == 2 and t.cpi_period == 2 and not t.alignable
+        src = t.source(ops, aligned=True)[0]
+        for c in (0, width // 2, width - 1):  # the opened pair is a_c then b_c
+            assert src[2 * width - 2 * c] == ops[0][0, width - 1 - c] and src[2 * width + 1 - 2 * c] == ops[1][0, width - 1 - c]
+    assert t.self_width == 2 and t.cpi_period == 2 and t.form == "aligned"
 
 
 def test_it_is_registered_and_predicts_its_own_form():
@@ -77,3 +81,9 @@ def test_the_abs_cell_uses_the_task_s_windows():
     assert bias.self_width == 2 and bias.cross_mask is not None
     cross = bias("cross", 12, 13, torch.device("cpu"))[0]
     assert torch.equal(torch.isfinite(cross), get_task("signed_subtraction").cross_window(12, 13))
+
+
+def test_the_task_keeps_the_form_its_windows_are_drawn_on():
+    assert data_module_for("signed_subtraction", aligned=False).aligned  # its windows need the aligned pairs
+    assert not data_module_for("nx3", aligned=True).aligned  # N×M's are drawn on the natural form
+    assert data_module_for("addition", aligned=True).aligned and not data_module_for("addition").aligned

@@ -94,8 +94,8 @@ class Task(ABC):
     - ``cross_width``: the cross-attention window ABS gives it (``AttentionWindow`` takes it
       unless told otherwise): 1 for unary tasks, 0 for aligned binary ones, where the two
       digits of a column sit side by side;
-    - ``alignable``: whether ``data.aligned`` may interleave its operands (False for a task
-      whose windows are drawn on the natural form);
+    - ``form``: the input form a task's own windows are drawn on (``natural`` or
+      ``aligned``), which then overrides ``data.aligned``; None takes the configured one;
     - ``self_width``: ABS's decoder self-attention window (the paper's 1); a task whose
       tokens need an older step (a scratchpad) declares more. A task whose cross-attention
       window is not a band along the digits overrides :meth:`cross_window`;
@@ -122,7 +122,7 @@ class Task(ABC):
     pattern: re.Pattern
     cross_width: int = 1
     self_width: int = 1
-    alignable: bool = True
+    form: str | None = None
     cpi_period: int = 3
     paper: dict[str, float] = {}
     paper_abc: dict[str, float] = {}

@@ -36,7 +36,7 @@ class MultiplyFixedWidth(Task):
     operator = "*"
     m: int  # digits of the second operand
     cross_width = 0
-    alignable = False  # its windows are drawn on the natural form
+    form = "natural"  # its windows are drawn on the natural form
 
     @property
     def block(self) -> int:

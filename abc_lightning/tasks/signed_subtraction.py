@@ -30,13 +30,29 @@ class SignedSubtraction(Task):
       previous block (two steps back), whose computation saw column c − 1 and its borrow;
     - the sign: ``r`` of the last block (two steps back), with EOS as an anchor.
 
-    So decoder self-attention opens the last two steps, cross-attention opens a_c and b_c
-    in the natural form (EOS for the sign), and cyclic position indexing with period 2 tells
-    each token its stream. Example (operand width 5 for brevity), ``958 − 9003 = −8045``::
+    So decoder self-attention opens the last two steps and cross-attention opens the pair
+    a_c b_c (EOS for the sign). The input is always aligned (a_c b_c side by side, stride 2),
+    so with cyclic position indexing of period 2 a_c sits at phase 0 and b_c at phase 1 at
+    every column and width, and each output token's phase is its stream. (On the natural
+    form, ``$ a - b &``, a_c and b_c sit W + 1 apart: their phases swap from one column to
+    the next and, at odd widths, coincide; a +T=2 model trained there confused a − b with
+    b − a.) Example (operand width 5 for brevity), ``958 − 9003 = −8045``::
 
-        source  $ 0 0 9 5 8 - 0 9 0 0 3 &
+        source  $ - 0 0 0 9 9 0 5 0 8 3 &        (a_4 b_4 … a_0 b_0)
         target  5 5 | 5 4 | 9 0 | 1 8 | 9 0 | -      (columns 0 … 4, then the sign)
                 r d                                (d: 5 4 0 8 0 = 08045 reversed)
+
+    The cross window, drawn for width 3 (rows: output steps; columns: source tokens)::
+
+                 $ - a2 b2 a1 b1 a0 b0 &
+        r0       . .  .  .  .  .  x  x .
+        d0       . .  .  .  .  .  x  x .
+        r1       . .  .  .  x  x  .  . .
+        d1       . .  .  .  x  x  .  . .
+        r2       . .  x  x  .  .  .  . .
+        d2       . .  x  x  .  .  .  . .
+        sign     . .  .  .  .  .  .  . x
+        EOS      . .  .  .  .  .  .  . x
     """
 
     name = "signed_subtraction"
@@ -46,7 +62,7 @@ class SignedSubtraction(Task):
     cross_width = 0
     self_width = 2  # back to the same stream of the previous column
     cpi_period = 2  # the block: r, d
-    alignable = False  # its windows are drawn on the natural form
+    form = "aligned"  # its windows are drawn on the aligned form
     order = 13
     table = "beyond"
     answer_tokens = frozenset(range(10)) | {PLUS, MINUS}
@@ -75,14 +91,15 @@ class SignedSubtraction(Task):
         return "-" + text if sign == MINUS and text != "0" else text
 
     def cross_window(self, n_queries: int, n_keys: int) -> torch.Tensor:
-        """Which source tokens each output token reads: ``(q, k)`` booleans for ``$ a - b &``."""
-        width = (n_keys - 3) // 2  # $, a (W digits), -, b (W digits), &
+        """Which source tokens each output token reads: ``(q, k)`` booleans for the aligned
+        ``$ - a_{W-1} b_{W-1} … a_0 b_0 &``."""
+        width = (n_keys - 3) // 2  # $, -, W pairs, &
         t = torch.arange(n_queries)
         column = t // 2
         open_ = torch.zeros(n_queries, n_keys, dtype=torch.bool)
         digit = column < width
-        open_[t[digit], (width - column)[digit]] = True  # a_c
-        open_[t[digit], (2 * width + 1 - column)[digit]] = True  # b_c
+        open_[t[digit], (2 * width - 2 * column)[digit]] = True  # a_c
+        open_[t[digit], (2 * width + 1 - 2 * column)[digit]] = True  # b_c
         open_[t[~digit], n_keys - 1] = True  # the sign (and EOS after it): EOS as an anchor
         return open_
 
