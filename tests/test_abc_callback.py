@@ -120,6 +120,8 @@ def test_bad_options_are_refused_by_name():
         AttentionBiasCalibration(phases=Phases(threshold=1.5))
     with pytest.raises(ConfigError, match="self_verticals"):
         AttentionBiasCalibration(lines=Lines(self_verticals=-1))
+    with pytest.raises(ConfigError, match="empty_layer"):
+        AttentionBiasCalibration(lines=Lines(empty_layer="closed"))
 
 
 def test_decoder_verticals_are_kept_on_the_first_steps_only():
@@ -137,6 +139,29 @@ def test_decoder_verticals_are_kept_on_the_first_steps_only():
         vertical = next(d for d in lines.directions if d.delta == 0)
         found[k] = [vertical.c_min + int(i) for i in torch.nonzero(torch.isfinite(vertical.values[0])).flatten()]
     assert found == {1: [0], "all": [0, 3]}
+
+
+def test_a_cross_layer_without_lines_reads_the_first_key_or_everything():
+    """Diffuse attention keeps no line; ``first`` closes that layer to the start token at
+    every size, ``open`` leaves it transparent; a layer with a line keeps its lines."""
+    from abc_lightning.biases.abc import lines_from_attention
+    from abc_lightning.biases.calibration import extend
+    from abc_lightning.biases.recipe import resolve
+
+    diffuse = torch.full((2, 6, 9), 1 / 9)
+    lined = diffuse.clone()
+    lined[:, torch.arange(6), 7 - torch.arange(6)] = 1.0  # an anti-diagonal
+    segments = [(1, 3), (5, 3)]
+    for empty, expect in (("first", "first"), ("open", "open")):
+        recipe = resolve("project", lines=Lines(kinds=["cross"], empty_layer=empty))
+        layers = lines_from_attention({"cross": [diffuse, lined]}, recipe, segments, heads=2)["cross"]
+        for n_q, n_k in ((6, 9), (20, 37)):
+            bias = extend(layers[0], n_q, n_k)
+            if expect == "first":
+                assert (bias[..., 0] == 0).all() and torch.isinf(bias[..., 1:]).all()
+            else:
+                assert (bias == 0).all()
+        assert torch.isinf(extend(layers[1], 6, 9)).any() and not torch.isfinite(extend(layers[1], 6, 9)[..., 0]).all()
 
 
 def test_retrain_positional_none_switches_positions_off_after_calibration_and_on_test():

@@ -44,6 +44,8 @@ def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe
                               segments if by_segment else None, square=kind == "encoder" and by_segment)
             if kind == "decoder" and ln.self_verticals != "all":
                 lines = only_first_verticals(lines, ln.self_verticals)
+            if ln.empty_layer == "first":
+                lines = first_key_if_empty(lines)
             calibrated.append(lines)
         out[kind] = calibrated if ln.per_layer else calibrated[0]
     if recipe.retraining.encoder_diagonal:
@@ -60,6 +62,14 @@ def only_first_verticals(lines: CalibratedLines, k: int) -> CalibratedLines:
             d = DirectionLines(0, d.c_min, d.values.masked_fill(columns[None, :] >= k, float("-inf")))
         kept.append(d)
     return replace(lines, directions=kept)
+
+
+def first_key_if_empty(lines: CalibratedLines) -> CalibratedLines:
+    """The lines, or, where no head kept any, a vertical line on the first key in every head."""
+    if any(torch.isfinite(d.values).any() for d in lines.directions):
+        return lines
+    heads = lines.directions[0].values.shape[0] if lines.directions else 1
+    return replace(lines, directions=[*lines.directions, DirectionLines(0, 0, torch.zeros(heads, 1))])
 
 
 def pack_lines(lines: LinesByKind) -> dict:

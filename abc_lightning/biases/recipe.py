@@ -20,7 +20,9 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   the authors' code, κ_cross 3.0 and κ_self 0.3, a bias per layer, cross-attention lines
   along anti-diagonals and verticals only (every task writes its answer least significant
   digit first, so a diagonal reads the input backwards), lines that follow the operand they
-  read, and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
+  read (a vertical keeps to its operand's nearer end), decoder lines along diagonals with
+  verticals on the start token only, a layer without lines closed to its first key (not
+  opened), and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1 once the
   threshold is reached, a position-wise encoder and no positional signal but the bias.
   Each option's docstring below says what it does; docs/abc.md says why each departure
   from the paper was needed.
@@ -79,6 +81,12 @@ class Lines:
             gets the ``union`` of the lines its layer's other heads kept.
         vertical: ``left`` (the paper: vertical lines keep their column) or ``nearest``
             (each follows the nearer edge of the input, or of its operand).
+        empty_layer: a layer in which no head kept a line is ``open`` (transparent, as the
+            paper's lineless heads) or ``first``: every head attends to the first key alone
+            (the input's start token, or the decoder's), so the layer reads nothing whose
+            make-up changes with the length. An open cross-attention layer averages over the
+            whole input: over 600 digits of 9s that average looks like an all-9s input, and
+            a successor model wrote an extra carry digit on top of 299…9 + 1.
     """
 
     samples: int | None = None
@@ -95,6 +103,7 @@ class Lines:
     kappa_self: float | Literal["off"] | None = None
     lineless: Literal["open", "union"] | None = None
     vertical: Literal["left", "nearest"] | None = None
+    empty_layer: Literal["open", "first"] | None = None
 
     def directions_for(self, kind: str) -> list[int]:
         return {"cross": self.directions, "decoder": self.self_directions, "encoder": self.encoder_directions}[kind]
@@ -163,7 +172,7 @@ PAPER = Recipe(
     Phases(threshold=1.0, patience=2, retrain_patience=3),
     Lines(samples=512, layer=-1, per_layer=False, kinds=["cross", "decoder"], directions=[1, -1, 0],
           self_directions=[1, -1, 0], self_verticals="all", encoder_directions=[1, -1, 0], source="scores",
-          reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left"),
+          reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left", empty_layer="open"),
     Extension(align="corner", encoder_align="relative", soft=False),
     Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False),
 )
@@ -171,8 +180,8 @@ PAPER = Recipe(
 PROJECT = Recipe(
     Phases(threshold=0.99, patience=2, retrain_patience=10),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
-          self_directions=[1, 0], self_verticals="all", encoder_directions=[1], source="weights", reduce="sum",
-          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="left"),
+          self_directions=[1, 0], self_verticals=1, encoder_directions=[1], source="weights", reduce="sum",
+          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest", empty_layer="first"),
     Extension(align="segments", encoder_align="relative", soft=False),
     Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True),
 )
@@ -209,6 +218,7 @@ def validate(r: Recipe) -> None:
         (not [k for k in ln.kinds if k not in KINDS], f"lines.kinds must be among {KINDS}, got {ln.kinds}"),
         (all(d in (1, -1, 0) for k in KINDS for d in ln.directions_for(k)),
          "lines.directions, self_directions and encoder_directions hold Δ in {1, -1, 0}"),
+        (ln.empty_layer in ("open", "first"), f"lines.empty_layer must be open or first, got {ln.empty_layer!r}"),
         (ln.self_verticals == "all" or (isinstance(ln.self_verticals, int) and ln.self_verticals >= 0),
          f"lines.self_verticals must be an integer >= 0 or all, got {ln.self_verticals!r}"),
         (all(ln.kappa(k) is None or ln.kappa(k) >= 0 for k in ("cross", "decoder")),
