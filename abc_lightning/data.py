@@ -60,16 +60,17 @@ def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray) -> 
     all three reach, and chains of such columns with a carry of 2 through them, which
     uniformly drawn operands almost never hold.
     """
+    size = len(str(POOL_MAX))  # 7: the digits of 2^20
     out: list[np.ndarray] = []
     have = 0
     while have < n:
         m = 2 * (n - have) + 16
-        length = rng.integers(1, 8, size=(m, 1))
-        digits = np.where(rng.random((m, 7)) < 0.5, 9, rng.integers(0, 10, size=(m, 7)))
-        col = np.arange(7)[None, :]
-        digits = np.where(col == 7 - length, np.maximum(digits, 1), digits)  # the leading digit is not 0
-        digits = np.where(col < 7 - length, 0, digits)
-        values = digits @ (10 ** np.arange(6, -1, -1, dtype=np.int64))
+        length = rng.integers(1, size + 1, size=(m, 1))
+        digits = np.where(rng.random((m, size)) < 0.5, 9, rng.integers(0, 10, size=(m, size)))
+        col = np.arange(size)[None, :]
+        digits = np.where(col == size - length, np.maximum(digits, 1), digits)  # the leading digit is not 0
+        digits = np.where(col < size - length, 0, digits)
+        values = digits @ (10 ** np.arange(size - 1, -1, -1, dtype=np.int64))
         values = values[(values <= POOL_MAX)]
         values = values[allowed[values]]
         out.append(values)
@@ -288,7 +289,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         allowed = np.zeros(POOL_MAX + 1, dtype=bool)
         allowed[train] = True
         n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
-        operands = [carry_rich_values(rng, n, allowed) for _ in range(self.task.arity)]
+        operands = self.task.rich_rows(rng, [carry_rich_values(rng, n, allowed) for _ in range(self.task.arity)])
         return encode(self.task, self.task.from_pool(operands), self.aligned)
 
     def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:

@@ -97,6 +97,15 @@ def answer_of(task, tokens: list[int]) -> str:
     return task.format_answer(digits) if all(t in task.answer_tokens for t in digits) else vocab.decode(tokens)
 
 
+def wrong_answer_texts(task, got: list[int], want: list[int]) -> tuple[str, str]:
+    """A wrong answer and the expected one as text: printed answers, or the raw tokens where
+    the two print alike (signed subtraction's ``0`` from ``00…0-`` and from ``00…0+``)."""
+    from abc_lightning import vocab
+
+    output, expected = answer_of(task, got), answer_of(task, want)
+    return (vocab.decode(got), vocab.decode(want)) if output == expected else (output, expected)
+
+
 def group_inputs(parsed: list[dict], batch_size: int) -> list[dict]:
     """Parsed predict inputs -> batches of equal shape (inputs grouped by length), each with
     ``src (n, S)``, ``tgt_out (n, m)``, ``text`` and ``index`` (the inputs' original order)."""

@@ -10,7 +10,7 @@ from torch import nn
 from abc_lightning import vocab
 from abc_lightning.checkpoints import check_compatible, load_checkpoint
 from abc_lightning.errors import CheckpointError, ConfigError
-from abc_lightning.evaluation import ExactMatch, FamilyExactMatch, answer_of, decode_batch
+from abc_lightning.evaluation import ExactMatch, FamilyExactMatch, decode_batch, wrong_answer_texts
 from abc_lightning.model.positional import PositionalScheme
 from abc_lightning.model.positions import PositionIndex
 from abc_lightning.model.transformer import Seq2SeqTransformer
@@ -120,10 +120,10 @@ class ArithmeticTransformer(L.LightningModule):
         for i in wrong:
             family = families[int(batch["family"][i])]
             if (length, family) not in self.worst_failures:
+                output, expected = wrong_answer_texts(task, predicted[i].tolist(), batch["tgt_out"][i].tolist())
                 self.worst_failures[(length, family)] = {
                     "length": length, "family": family, "input": batch["text"][i],
-                    "output": answer_of(task, predicted[i].tolist()),
-                    "expected": answer_of(task, batch["tgt_out"][i].tolist())}
+                    "output": output, "expected": expected}
 
     def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> list[dict]:
         rows = decode_batch(self.model, self.trainer.datamodule.task, batch)

@@ -87,3 +87,42 @@ def test_the_task_keeps_the_form_its_windows_are_drawn_on():
     assert data_module_for("signed_subtraction", aligned=False).aligned  # its windows need the aligned pairs
     assert not data_module_for("nx3", aligned=True).aligned  # N×M's are drawn on the natural form
     assert data_module_for("addition", aligned=True).aligned and not data_module_for("addition").aligned
+
+
+def test_training_holds_equal_pairs_beside_the_untouched_pool_rows():
+    """Random pairs are never equal, so the task adds carry-rich rows, half of them a − a
+    (sign `+`): the only rows where a top-d rule and the true top-r rule disagree."""
+    t = get_task("signed_subtraction")
+    pool_only, rich = data_module_for("signed_subtraction", carry_rich=0.0), data_module_for("signed_subtraction")
+    assert rich.carry_rich == t.carry_rich > 0
+    base, mixed = pool_only.train_set, rich.train_set
+    n = len(base.src)
+    assert (mixed.src[:n] == base.src).all() and (mixed.tgt_out[:n] == base.tgt_out).all()
+    extra_src, extra_tgt = mixed.src[n:].numpy(), mixed.tgt_out[n:].numpy()
+    assert abs(len(extra_src) / len(mixed.src) - t.carry_rich) < 1e-3
+    a, b = extra_src[:, 2:-1:2], extra_src[:, 3:-1:2]  # aligned: $ - a_W b_W … a_0 b_0 &
+    equal = (a == b).all(axis=1)
+    assert 0.45 < equal.mean() < 0.55
+    sign = extra_tgt[:, -2]  # the sign, before EOS
+    assert (sign[equal] == vocab.TOKEN["+"]).all()
+    assert (extra_tgt[equal][:, 0:-2:2] == 0).all() and (extra_tgt[equal][:, 1:-2:2] == 0).all()  # r and d all 0
+    # the other half are right too: mostly-9 pairs with both signs
+    assert {int(s) for s in sign[~equal]} == {vocab.TOKEN["+"], vocab.TOKEN["-"]}
+    for i in np.flatnonzero(~equal)[:50]:
+        x, y = int("".join(map(str, a[i]))), int("".join(map(str, b[i])))
+        assert t.format_answer(extra_tgt[i, :-1].tolist()) == str(x - y)
+
+
+def test_a_wrong_sign_on_zero_shows_its_tokens():
+    """a − a written `00…0-` prints as 0, like the right answer: a failure shows the tokens."""
+    from abc_lightning.evaluation import wrong_answer_texts
+
+    t = get_task("signed_subtraction")
+    want = [*t.target(t.operands_from_text(["12", "12"], 3))[0].tolist(), vocab.EOS]
+    got = [*want[:-2], vocab.TOKEN["-"], vocab.EOS]
+    assert answer_of(t, got) == answer_of(t, want) == "0"
+    assert wrong_answer_texts(t, got, want) == (vocab.decode(got), vocab.decode(want))
+    assert wrong_answer_texts(t, got, want)[0].endswith("-&")
+    other = [*want[:-1]]
+    other[0] = 5  # a wrong digit prints differently: printed answers stay
+    assert wrong_answer_texts(t, [*other, vocab.EOS], want) == (answer_of(t, [*other, vocab.EOS]), "0")

@@ -112,7 +112,8 @@ class Task(ABC):
     - ``answer_tokens``: the tokens an answer may hold (digits; a task with a sign token
       adds it), which :meth:`format_answer` turns into text;
     - ``carry_rich``: the share of training rows drawn carry-rich (``data.carry_rich``; 0,
-      the papers' protocol, for every task whose hard cases random numbers already reach).
+      the papers' protocol, for every task whose hard cases random numbers already reach);
+      :meth:`rich_rows` may reshape those rows into the task's own hard cases.
     """
 
     name: str
@@ -175,6 +176,12 @@ class Task(ABC):
         width = self.eval_width(length)
         # Only the first operand may enumerate its population: pairs (k, k) would not be random.
         return [pad_left(sample_decimal(rng, n, length, exhaustive=i == 0), width) for i in range(self.arity)]
+
+    def rich_rows(self, rng: np.random.Generator, operands: list[np.ndarray]) -> list[np.ndarray]:
+        """The carry-rich training rows (pool integers, one array per operand, each drawn
+        mostly 9s from Π's training part; ``data.carry_rich``) -> the rows to train on.
+        As drawn by default; a task whose hard cases are another shape builds them here."""
+        return operands
 
     # ---- writing ------------------------------------------------------------------
     @abstractmethod

@@ -66,6 +66,19 @@ class SignedSubtraction(Task):
     order = 13
     table = "beyond"
     answer_tokens = frozenset(range(10)) | {PLUS, MINUS}
+    # Random pairs are never equal (about one pair in 10^6), and for a ≠ b exactly one of the
+    # top r and top d digits is 9, so "minus iff the top d is 0" fits every pool row as well
+    # as the true rule "minus iff the top r is 9"; a +T=2 model trained on the pool alone
+    # learned the first and wrote `-` for a − a. A tenth of the training rows is therefore
+    # carry-rich (data.carry_rich), and half of those are equal pairs (see rich_rows).
+    carry_rich = 0.1
+
+    def rich_rows(self, rng: np.random.Generator, operands: list[np.ndarray]) -> list[np.ndarray]:
+        """Half of the carry-rich pairs become a − a (the only pairs whose r and d both start
+        with 0, and whose sign is `+`); the rest stay mostly-9 pairs, whose long runs of equal
+        columns leave the sign to a low column."""
+        a, b = operands
+        return [a, np.where(rng.random(len(a)) < 0.5, a, b)]
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
         a, b = operands
