@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -249,6 +250,11 @@ def cell_command(cell: Cell, out_dir: Path, extra: list[str], stage: str, versio
             "--trainer.logger.init_args.version", version]
 
 
+def recorded_command(cell: Cell, extra: list[str]) -> str:
+    """The command a record shows: the cell's own, with any overrides given after ``--``."""
+    return " ".join([cell.command, *map(shlex.quote, extra)])
+
+
 def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     """fit + test one cell; returns the cell's record."""
     name, run_dir = cell.key, out_dir / "runs" / cell.key
@@ -261,7 +267,7 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     record = {"config": cell.config, "task": cell.task, "label": cell.label, "train_seconds": round(fit_s, 1),
               "test_seconds": round(test_s, 1), "steps": fit_val["global_step"], "stopped": fit_val.get("stopped"),
               "rows": rows,
-              "command": cell.command, "seed": cell.seed, "commit": short_commit(), "date": str(datetime.date.today()),
+              "command": recorded_command(cell, extra), "seed": cell.seed, "commit": short_commit(), "date": str(datetime.date.today()),
               **RUN_INFO}
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():

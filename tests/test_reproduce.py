@@ -143,3 +143,9 @@ def test_seeds_run_once_each_are_skipped_when_done_and_summarised_as_median_and_
     abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity").for_seed(3)
     assert abc.key == "abc_parity.seed3" and abc.command.endswith("--seed_everything=3 --data.seed=3")
     assert abc.for_seed(0).command == next(c for c in reproduce.table3_cells() if c.key == "abc_parity").command
+
+
+def test_a_record_shows_the_overrides_given_after_double_dash():
+    cell = next(c for c in reproduce.geometry_cells() if c.key == "successor_trailing_cross1")
+    assert reproduce.recorded_command(cell, []) == cell.command
+    assert reproduce.recorded_command(cell, ["--trainer.min_steps=2000"]) == cell.command + " --trainer.min_steps=2000"
