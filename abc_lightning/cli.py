@@ -108,6 +108,9 @@ def concise(message: str) -> str:
         known = _known_classes(bases[key.group(1)]) if key.group(1) in bases else []
         hint = f"; choose one of {known}" if known else ""
         return f"{key.group(1)}: unknown class {path.group(1)!r}{hint}"
+    missing = re.search(r"File does not exist: '([^']+)'", message)
+    if key and key.group(1) == "config" and missing:
+        return missing_config(missing.group(1))
     lines = [ln.strip(" -") for ln in message.splitlines() if ln.strip(" -")]
     problem = re.search(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)", message)
     if key and problem:  # a class was found, but not its option: name the option
@@ -120,6 +123,21 @@ def concise(message: str) -> str:
         detail = next((ln for ln in lines if ln.startswith("Expected")), lines[-1])
         return f"{key.group(1)}: {detail}"
     return " ".join(lines)
+
+
+def missing_config(path: str) -> str:
+    """A --config file that is not there; the per-task configs of 0.1 (``abs_parity.yaml``) get
+    the command that replaced them."""
+    from abc_lightning.tasks import TASKS, class_name
+
+    prefix, _, rest = Path(path).stem.partition("_")
+    task = max((name for name in TASKS if rest == name or rest.startswith(name + "_")), key=len, default=None)
+    if prefix in ("abs", "abc", "baseline") and task:
+        return (f"config: {path} does not exist; since abc_lightning 0.2 one config serves every task: "
+                f"--config configs/{prefix}.yaml --data={class_name(task)}")
+    folder = Path(path).parent
+    there = sorted(p.name for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return f"config: {path} does not exist" + (f"; {folder} has {there}" if there else "")
 
 
 class ConciseParser(LightningArgumentParser):
