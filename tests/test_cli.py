@@ -75,7 +75,7 @@ def test_bad_config_values_get_one_line(capsys, override, expected):
     ("abs_parity.yaml", "since abc_lightning 0.2 one config serves every task: --config configs/abs.yaml --data=Parity"),
     ("abc_nx1.yaml", "--config configs/abc.yaml --data=Nx1"),
     ("abs_signed_subtraction.yaml", "--config configs/abs.yaml --data=SignedSubtraction"),
-    ("nothing.yaml", "has ['abc.yaml', 'abs.yaml', 'baseline.yaml', 'debug.yaml']"),
+    ("nothing.yaml", "'abs.yaml'"),
 ])
 def test_missing_config_names_its_replacement(capsys, name, expected):
     line = error_line(capsys, ["fit", "--config", str(ROOT / "configs" / name)])
