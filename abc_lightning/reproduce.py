@@ -361,6 +361,21 @@ def spread_of(values: list[float | None]) -> str:
     return f"{fmt(statistics.median(present))} / {fmt(min(present))}"
 
 
+def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
+    """The ``reproduce`` command(s) that give back the table's records: one command when every
+    cell that ran has the same seeds, else one per group of cells that share their seeds."""
+    groups: dict[tuple, list[str]] = {}
+    for cell in cells:
+        if by_key.get(cell.key):
+            groups.setdefault(tuple(sorted({r.get("seed", 0) for r in by_key[cell.key]})), []).append(cell.key)
+    if len(groups) <= 1:
+        seeds = next(iter(groups), (0,))
+        return f"`python -m abc_lightning reproduce {table} --seeds {' '.join(map(str, seeds))}`"
+    return "; ".join(f"`python -m abc_lightning reproduce {table} --seeds {' '.join(map(str, seeds))} --only "
+                     f"{' '.join(keys)}` ({len(keys)} cell{'s' if len(keys) > 1 else ''})"
+                     for seeds, keys in sorted(groups.items(), key=lambda g: (-len(g[0]), g[0])))
+
+
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     """The table of ``cells`` from ``records`` (cell key -> a record, or one record per seed).
 
@@ -376,12 +391,12 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in every})
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     seeds = sorted({r.get("seed", 0) for r in every})
+    regenerate = regenerate_commands(table, cells, by_key)
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
             f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
-            f"--data.seed=S`). Regenerate: `python -m abc_lightning reproduce {table} --seeds "
-            f"{' '.join(map(str, seeds or [0]))}`. With several seeds a cell shows *median / min* over them. "
+            f"--data.seed=S`). Regenerate: {regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
             f"tested there; {', '.join(map(str, HUGE_LENGTHS))} digits use {HUGE_SAMPLES}, for the encoder-window cells, "
