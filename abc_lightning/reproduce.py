@@ -363,17 +363,26 @@ def spread_of(values: list[float | None]) -> str:
 
 def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
     """The ``reproduce`` command(s) that give back the table's records: one command when every
-    cell that ran has the same seeds, else one per group of cells that share their seeds."""
+    cell that ran has the same seeds and thread count, else one per group of cells that share
+    them. Records made with a set number of torch threads get ``OMP_NUM_THREADS`` in front, since
+    the thread count changes the float sums and so the model (run one cell at a time with it)."""
     groups: dict[tuple, list[str]] = {}
     for cell in cells:
-        if by_key.get(cell.key):
-            groups.setdefault(tuple(sorted({r.get("seed", 0) for r in by_key[cell.key]})), []).append(cell.key)
+        recs = by_key.get(cell.key)
+        if recs:
+            threads = {str(r.get("threads", "all")) for r in recs}
+            key = (tuple(sorted({r.get("seed", 0) for r in recs})), threads.pop() if len(threads) == 1 else "all")
+            groups.setdefault(key, []).append(cell.key)
+
+    def command(seeds: tuple, threads: str, only: str) -> str:
+        env = f"OMP_NUM_THREADS={threads} " if threads.isdigit() else ""
+        return f"`{env}python -m abc_lightning reproduce {table} --seeds {' '.join(map(str, seeds))}{only}`"
+
     if len(groups) <= 1:
-        seeds = next(iter(groups), (0,))
-        return f"`python -m abc_lightning reproduce {table} --seeds {' '.join(map(str, seeds))}`"
-    return "; ".join(f"`python -m abc_lightning reproduce {table} --seeds {' '.join(map(str, seeds))} --only "
-                     f"{' '.join(keys)}` ({len(keys)} cell{'s' if len(keys) > 1 else ''})"
-                     for seeds, keys in sorted(groups.items(), key=lambda g: (-len(g[0]), g[0])))
+        seeds, threads = next(iter(groups), ((0,), "all"))
+        return command(seeds, threads, "")
+    return "; ".join(command(seeds, threads, " --only " + " ".join(keys)) + f" ({len(keys)} cell{'s' if len(keys) > 1 else ''})"
+                     for (seeds, threads), keys in sorted(groups.items(), key=lambda g: (-len(g[0][0]), g[0])))
 
 
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:

@@ -151,14 +151,15 @@ def test_a_record_shows_the_overrides_given_after_double_dash():
     assert reproduce.recorded_command(cell, ["--trainer.min_steps=2000"]) == cell.command + " --trainer.min_steps=2000"
 
 
-def test_regenerate_command_names_the_seeds_each_cell_has():
+def test_regenerate_command_names_the_seeds_and_threads_each_cell_has():
     cells = [Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor"),
              Cell("addition", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Addition",), "abs_addition"),
              Cell("parity", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Parity",), "abs_parity")]
-    same = {"abs_successor": [{"seed": 0}, {"seed": 1}], "abs_addition": [{"seed": 0}, {"seed": 1}]}
+    same = {"abs_successor": [{"seed": 0, "threads": "1"}, {"seed": 1, "threads": "1"}],
+            "abs_addition": [{"seed": 0, "threads": "1"}, {"seed": 1, "threads": "1"}]}
     assert reproduce.regenerate_commands("table1", cells, same) == (
-        "`python -m abc_lightning reproduce table1 --seeds 0 1`")
-    mixed = {**same, "abs_parity": [{"seed": 0}]}
+        "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0 1`")
+    mixed = {**same, "abs_parity": [{"seed": 0, "threads": "all"}]}
     assert reproduce.regenerate_commands("table1", cells, mixed) == (
-        "`python -m abc_lightning reproduce table1 --seeds 0 1 --only abs_successor abs_addition` (2 cells); "
-        "`python -m abc_lightning reproduce table1 --seeds 0 --only abs_parity` (1 cell)")
+        "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0 1 --only abs_successor abs_addition` "
+        "(2 cells); `python -m abc_lightning reproduce table1 --seeds 0 --only abs_parity` (1 cell)")
