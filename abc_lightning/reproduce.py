@@ -381,8 +381,9 @@ def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
     if len(groups) <= 1:
         seeds, threads = next(iter(groups), ((0,), "all"))
         return command(seeds, threads, "")
-    return "; ".join(command(seeds, threads, " --only " + " ".join(keys)) + f" ({len(keys)} cell{'s' if len(keys) > 1 else ''})"
-                     for (seeds, threads), keys in sorted(groups.items(), key=lambda g: (-len(g[0][0]), g[0])))
+    ordered = sorted(groups.items(), key=lambda g: (-len(g[0][0]), g[0]))  # most seeds first
+    return "; ".join(f"{command(seeds, threads, ' --only ' + ' '.join(keys))} "
+                     f"({len(keys)} cell{'s' if len(keys) > 1 else ''})" for (seeds, threads), keys in ordered)
 
 
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
