@@ -402,11 +402,14 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     seeds = sorted({r.get("seed", 0) for r in every})
     regenerate = regenerate_commands(table, cells, by_key)
+    # the configs and code of the records' commit, not of a later checkout
+    known = [c for c in commits if c != "unknown"]
+    checkout = f" from a checkout of that commit (`git checkout {known[0]}`)" if len(commits) == len(known) == 1 else ""
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
             f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
-            f"--data.seed=S`). Regenerate: {regenerate}. With several seeds a cell shows *median / min* over them. "
+            f"--data.seed=S`). Regenerate{checkout}: {regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
             f"tested there; {', '.join(map(str, HUGE_LENGTHS))} digits use {HUGE_SAMPLES}, for the encoder-window cells, "

@@ -163,3 +163,14 @@ def test_regenerate_command_names_the_seeds_and_threads_each_cell_has():
     assert reproduce.regenerate_commands("table1", cells, mixed) == (
         "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0 1 --only abs_successor abs_addition` "
         "(2 cells); `python -m abc_lightning reproduce table1 --seeds 0 --only abs_parity` (1 cell)")
+
+
+def test_a_table_of_one_commit_says_to_regenerate_it_from_that_commit(tmp_path):
+    cell = Cell("parity", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Parity",), "abs_parity")
+    record = {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x",
+              "commit": "9f4639f", "seed": 0, "threads": "1"}
+    text = write_table("table1", [cell], {"abs_parity": record}, tmp_path)
+    assert ("Regenerate from a checkout of that commit (`git checkout 9f4639f`): "
+            "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0`") in text
+    other = {**record, "commit": "3bd25e6", "seed": 1}
+    assert "git checkout" not in write_table("table1", [cell], {"abs_parity": [record, other]}, tmp_path)
