@@ -361,6 +361,11 @@ def spread_of(values: list[float | None]) -> str:
     return f"{fmt(statistics.median(present))} / {fmt(min(present))}"
 
 
+def threads_of(record: dict) -> str:
+    """The torch thread count a record ran with: a number, or ``all`` (the machine's default)."""
+    return str(record.get("threads", "all"))
+
+
 def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
     """The ``reproduce`` command(s) that give back the table's records: one command when every
     cell that ran has the same seeds and thread count, else one per group of cells that share
@@ -370,7 +375,7 @@ def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
     for cell in cells:
         recs = by_key.get(cell.key)
         if recs:
-            threads = {str(r.get("threads", "all")) for r in recs}
+            threads = {threads_of(r) for r in recs}
             key = (tuple(sorted({r.get("seed", 0) for r in recs})), threads.pop() if len(threads) == 1 else "all")
             groups.setdefault(key, []).append(cell.key)
 
@@ -396,15 +401,15 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     previous_path = out / f"{table}.json"
     previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
     commits, date = provenance(every, previous)
-    commit = (f"`{next(iter(commits))}`" if len(commits) == 1 else
+    only = next(iter(commits)) if len(commits) == 1 else None
+    commit = (f"`{only}`" if only else
               "several: " + ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items()) if commits else "none")
-    runs = sorted({(r.get("jobs", 1), str(r.get("threads", "all"))) for r in every})
+    runs = sorted({(r.get("jobs", 1), threads_of(r)) for r in every})
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     seeds = sorted({r.get("seed", 0) for r in every})
     regenerate = regenerate_commands(table, cells, by_key)
     # the configs and code of the records' commit, not of a later checkout
-    known = [c for c in commits if c != "unknown"]
-    checkout = f" from a checkout of that commit (`git checkout {known[0]}`)" if len(commits) == len(known) == 1 else ""
+    checkout = f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else ""
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
