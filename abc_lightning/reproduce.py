@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -231,6 +232,38 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout the configs live i
 RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run (set by --jobs), recorded with each cell
 
 
+def say(line: str) -> None:
+    """Print one whole line: cells that run at once never splice their lines together."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Progress:
+    """How far a ``reproduce`` call is: runs done of those it set out to do, and the time left
+    at the pace so far."""
+
+    def __init__(self, total: int):
+        self.total, self.finished, self.start = total, 0, time.perf_counter()
+        self.lock = threading.Lock()
+
+    def done(self, record: dict) -> str:
+        """``(3 of 20; 60 digits 100%; about 1.9 h left)`` for a run that just finished."""
+        with self.lock:
+            self.finished += 1
+            elapsed, left = time.perf_counter() - self.start, self.total - self.finished
+        at60 = next((r["accuracy"] for r in record.get("rows", []) if r["length"] == 60), None)
+        parts = [f"{self.finished} of {self.total}"] + ([f"60 digits {fmt(at60)}%"] if at60 is not None else [])
+        if left:
+            # with several runs at once, one has finished every elapsed/finished seconds on average
+            parts.append(f"about {duration(elapsed / self.finished * left)} left")
+        return f"({'; '.join(parts)})"
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2.3 h``."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def run(cmd: list[str], log: Path) -> float:
     """Run a command with its output in ``log``; return wall seconds. Raise on failure."""
     start = time.perf_counter()
@@ -287,7 +320,7 @@ def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> 
     for wanted, version, lengths, samples in ((cell.long, "long", LONG_LENGTHS, LONG_SAMPLES),
                                               (cell.huge, "huge", HUGE_LENGTHS, HUGE_SAMPLES)):
         if wanted and not set(lengths) <= done:
-            print(f"[reproduce] {cell.key}: testing at {lengths} ({samples} samples)", flush=True)
+            say(f"[reproduce] {cell.key}: testing at {lengths} ({samples} samples)")
             new += test_cell(cell, out_dir, extra, version, lengths, samples)[0]
     return new
 
@@ -521,11 +554,17 @@ def main(argv: list[str] | None = None) -> int:
     def todo(cell: Cell) -> bool:
         return wanted(cell) and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
 
-    def work(cell: Cell) -> None:
-        print(f"[reproduce] {cell.task} / {cell.label}: {cell.command}", flush=True)
-        record = run_cell(cell, cell_dir(cell), extra)
+    def work(cell: Cell) -> str | None:
+        """Run one cell; the cell's key if it failed (its log says why), else None."""
+        say(f"[reproduce] {cell.task} / {cell.label}: {cell.command}")
+        try:
+            record = run_cell(cell, cell_dir(cell), extra)
+        except RuntimeError as error:  # a failed command: the other cells go on, and the table keeps what finished
+            say(f"[reproduce] failed {cell.key}: {error}")
+            return cell.key
         (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
-        print(f"[reproduce] done {cell.key}", flush=True)
+        say(f"[reproduce] done {cell.key} {progress.done(record)}")
+        return None
 
     if args.long_only:
         for cell in [c.for_seed(s) for c in cells for s in seeds]:
@@ -538,9 +577,12 @@ def main(argv: list[str] | None = None) -> int:
                     path.write_text(json.dumps(record, indent=2))
         args.table_only = True
 
+    queue = [c.for_seed(s) for s in seeds for c in cells if todo(c.for_seed(s))]
+    progress = Progress(len(queue))
+    if queue:
+        say(f"[reproduce] {args.table}: {len(queue)} run(s) to do, {max(1, args.jobs)} at a time")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for future in [pool.submit(work, c.for_seed(s)) for s in seeds for c in cells if todo(c.for_seed(s))]:
-            future.result()
+        failed = [key for key in pool.map(work, queue) if key]
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
     records: dict[str, list[dict]] = {}
@@ -567,4 +609,9 @@ def main(argv: list[str] | None = None) -> int:
         accuracy_curves(curves, title=f"{args.table}: accuracy by length ({CURVE_SAMPLES} samples per length)"
                         ).savefig(figure, dpi=120)
         print(f"figure written to {figure}")
+    if failed:
+        sys.stderr.write(f"abc_lightning: error: {len(failed)} of {len(queue)} run(s) failed ({', '.join(failed)}); "
+                         f"their logs are in {out}, the table has the runs that finished, and the same command "
+                         "again retries only what is missing\n")
+        return 1
     return 0

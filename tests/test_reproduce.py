@@ -174,3 +174,36 @@ def test_a_table_of_one_commit_says_to_regenerate_it_from_that_commit(tmp_path):
             "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0`") in text
     other = {**record, "commit": "3bd25e6", "seed": 1}
     assert "git checkout" not in write_table("table1", [cell], {"abs_parity": [record, other]}, tmp_path)
+
+
+def test_a_failed_run_is_one_line_the_others_finish_and_the_exit_status_says_so(tmp_path, monkeypatch, capsys):
+    def fake_run(cell, out, extra):
+        if cell.seed == 1:
+            raise RuntimeError("command failed (1), see x.fit.log: python -m abc_lightning fit")
+        return {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 10,
+                "command": cell.command, "seed": cell.seed}
+
+    monkeypatch.setattr(reproduce, "run_cell", fake_run)
+    status = reproduce.main(["table1", "--only", "abs_parity", "--seeds", "0", "1", "2", "--jobs", "2",
+                             "--results", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert "[reproduce] table1: 3 run(s) to do, 2 at a time" in out
+    assert "[reproduce] failed abs_parity.seed1: command failed (1)" in out
+    assert "Traceback" not in out + err
+    assert err.strip().splitlines() == [err.strip()] and "1 of 3 run(s) failed (abs_parity.seed1)" in err
+    # the seeds that finished are kept and tabled; the failed one is what a rerun does
+    assert sorted(p.name for p in (tmp_path / "table1").glob("*.json")) == ["abs_parity.json", "abs_parity.seed2.json"]
+    assert "| parity | + T=3 | 2 | 2/2 |" in (tmp_path / "table1.md").read_text()
+    # every line is whole: two runs at once never splice their lines
+    assert all(line.count("[reproduce]") <= 1 for line in out.splitlines())
+
+
+def test_progress_counts_runs_and_estimates_the_time_left():
+    progress = reproduce.Progress(4)
+    progress.start -= 600  # ten minutes in
+    line = progress.done({"rows": [{"length": 6, "accuracy": 100.0}, {"length": 60, "accuracy": 99.5}]})
+    assert line == "(1 of 4; 60 digits 99.5%; about 30 min left)"
+    progress.finished = 3
+    assert progress.done({"rows": []}) == "(4 of 4)"
+    assert [reproduce.duration(s) for s in (45, 720, 9000)] == ["45 s", "12 min", "2.5 h"]
