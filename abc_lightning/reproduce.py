@@ -440,12 +440,14 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     runs = sorted({(r.get("jobs", 1), threads_of(r)) for r in every})
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     seeds = sorted({r.get("seed", 0) for r in every})
+    cpus = sorted({r["cpu"] for r in every if r.get("cpu")})  # records from before they named it have none
+    kernels = f"; CPU {' and '.join(f'`{c}`' for c in cpus)} (torch's kernels for it)" if cpus else ""
     regenerate = regenerate_commands(table, cells, by_key)
     # the configs and code of the records' commit, not of a later checkout
     checkout = f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else ""
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
-            f"with {os.cpu_count()} CPU cores ({how}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
+            f"with {os.cpu_count()} CPU cores ({how}{kernels}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
             f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
             f"--data.seed=S`). Regenerate{checkout}: {regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
@@ -539,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
         folder = out / (cell.home or args.table)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+    from abc_lightning.callbacks.training import cpu
+
+    RUN_INFO.update(cpu=cpu())
     if args.jobs > 1:
         RUN_INFO.update(jobs=args.jobs, threads=str(max(1, (os.cpu_count() or 1) // args.jobs)))
     else:

@@ -207,3 +207,15 @@ def test_progress_counts_runs_and_estimates_the_time_left():
     progress.finished = 3
     assert progress.done({"rows": []}) == "(4 of 4)"
     assert [reproduce.duration(s) for s in (45, 720, 9000)] == ["45 s", "12 min", "2.5 h"]
+
+
+def test_a_table_names_the_cpus_its_records_ran_on(tmp_path):
+    cell = Cell("parity", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Parity",), "abs_parity")
+    record = {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x",
+              "seed": 0}
+    assert "CPU `" not in write_table("table1", [cell], {"abs_parity": record}, tmp_path)  # older records
+    records = [{**record, "cpu": "Xeon, AVX512"}, {**record, "seed": 1, "cpu": "EPYC, AVX2"}]
+    assert "CPU `EPYC, AVX2` and `Xeon, AVX512` (torch's kernels for it)" in write_table(
+        "table1", [cell], {"abs_parity": records}, tmp_path)
+    assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
+    assert reproduce.RUN_INFO["cpu"].split(", ")[-1] in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}

@@ -38,4 +38,7 @@ def test_every_run_records_seed_versions_commit_and_config():
     assert info["seed"] == "0" and info["stage"] == "fit"
     assert set(info["versions"]) >= {"torch", "lightning", "abc_lightning", "python"}
     assert "git_commit" in info and info["deterministic"] is True
+    # the CPU's kernel family decides whether one seed on one thread gives the same model again
+    assert info["cpu"].endswith(", " + torch.backends.cpu.get_cpu_capability())
+    assert info["torch_threads"] == torch.get_num_threads()
     assert "seed_everything: 0" in (run / "config.yaml").read_text()

@@ -194,6 +194,25 @@ def git_commit() -> str | None:
         return baked
 
 
+def cpu() -> str:
+    """The CPU a run's float kernels were picked for: ``Intel(R) Xeon(R) Processor, AVX512``.
+
+    torch chooses its vectorised CPU kernels by the instruction set it finds (``AVX512``,
+    ``AVX2``, …), and they sum in different orders, so one seed on one thread trains the same
+    model again only where this string is the same."""
+    import platform
+
+    import torch
+
+    name = None
+    try:
+        name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name")), None)
+    except OSError:
+        pass
+    return f"{name or platform.processor() or platform.machine()}, {torch.backends.cpu.get_cpu_capability()}"
+
+
 class RunInfo(L.Callback):
     """Write ``run_info.json`` next to each run: seed, command, versions, git commit.
 
@@ -214,8 +233,8 @@ class RunInfo(L.Callback):
         versions = {"python": platform.python_version(), "torch": torch.__version__, "lightning": L.__version__,
                     "abc_lightning": __version__}
         info = {"stage": stage, "seed": os.environ.get("PL_GLOBAL_SEED"), "command": sys.argv,
-                "git_commit": git_commit(), "versions": versions, "machine": platform.platform(),
-                "deterministic": torch.are_deterministic_algorithms_enabled()}
+                "git_commit": git_commit(), "versions": versions, "machine": platform.platform(), "cpu": cpu(),
+                "torch_threads": torch.get_num_threads(), "deterministic": torch.are_deterministic_algorithms_enabled()}
         out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_info.json").write_text(json.dumps(info, indent=2))
