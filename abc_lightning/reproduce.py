@@ -541,9 +541,6 @@ def main(argv: list[str] | None = None) -> int:
         folder = out / (cell.home or args.table)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-    from abc_lightning.callbacks.training import cpu
-
-    RUN_INFO.update(cpu=cpu())
     if args.jobs > 1:
         RUN_INFO.update(jobs=args.jobs, threads=str(max(1, (os.cpu_count() or 1) // args.jobs)))
     else:
@@ -559,18 +556,6 @@ def main(argv: list[str] | None = None) -> int:
     def todo(cell: Cell) -> bool:
         return wanted(cell) and not args.table_only and (args.force or not (cell_dir(cell) / f"{cell.key}.json").exists())
 
-    def work(cell: Cell) -> str | None:
-        """Run one cell; the cell's key if it failed (its log says why), else None."""
-        say(f"[reproduce] {cell.task} / {cell.label}: {cell.command}")
-        try:
-            record = run_cell(cell, cell_dir(cell), extra)
-        except RuntimeError as error:  # a failed command: the other cells go on, and the table keeps what finished
-            say(f"[reproduce] failed {cell.key}: {error}")
-            return cell.key
-        (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
-        say(f"[reproduce] done {cell.key} {progress.done(record)}")
-        return None
-
     if args.long_only:
         for cell in [c.for_seed(s) for c in cells for s in seeds]:
             path = cell_dir(cell) / f"{cell.key}.json"
@@ -584,7 +569,23 @@ def main(argv: list[str] | None = None) -> int:
 
     queue = [c.for_seed(s) for s in seeds for c in cells if todo(c.for_seed(s))]
     progress = Progress(len(queue))
+
+    def work(cell: Cell) -> str | None:
+        """Run one cell; the cell's key if it failed (its log says why), else None."""
+        say(f"[reproduce] {cell.task} / {cell.label}: {cell.command}")
+        try:
+            record = run_cell(cell, cell_dir(cell), extra)
+        except RuntimeError as error:  # a failed command: the other cells go on, and the table keeps what finished
+            say(f"[reproduce] failed {cell.key}: {error}")
+            return cell.key
+        (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
+        say(f"[reproduce] done {cell.key} {progress.done(record)}")
+        return None
+
     if queue:
+        from abc_lightning.callbacks.training import cpu  # imports lightning: only when there is something to run
+
+        RUN_INFO.update(cpu=cpu())
         say(f"[reproduce] {args.table}: {len(queue)} run(s) to do, {max(1, args.jobs)} at a time")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         failed = [key for key in pool.map(work, queue) if key]

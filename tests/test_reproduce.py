@@ -217,5 +217,14 @@ def test_a_table_names_the_cpus_its_records_ran_on(tmp_path):
     records = [{**record, "cpu": "Xeon, AVX512"}, {**record, "seed": 1, "cpu": "EPYC, AVX2"}]
     assert "CPU `EPYC, AVX2` and `Xeon, AVX512` (torch's kernels for it)" in write_table(
         "table1", [cell], {"abs_parity": records}, tmp_path)
-    assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
-    assert reproduce.RUN_INFO["cpu"].split(", ")[-1] in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
+
+
+def test_the_runs_of_a_reproduce_call_record_the_cpu(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setitem(reproduce.RUN_INFO, "cpu", None)
+    monkeypatch.setattr(reproduce, "run_cell", lambda cell, out, extra: {
+        "rows": [], "train_seconds": 0.0, "steps": 0, "command": cell.command, **reproduce.RUN_INFO})
+    assert reproduce.main(["table1", "--only", "abs_parity", "--results", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "table1" / "abs_parity.json").read_text())
+    assert record["cpu"].endswith(", " + torch.backends.cpu.get_cpu_capability())
