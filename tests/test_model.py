@@ -24,6 +24,31 @@ def test_cyclic_position_indexing():
     for bad in (0, -1):
         with pytest.raises(ConfigError, match="T must be an integer >= 1"):
             CyclicIndex(bad)
+    with pytest.raises(ConfigError, match="source_from must be one of start, end"):
+        CyclicIndex(3, source_from="middle")
+
+
+def test_cpi_counted_from_the_input_end_keeps_each_answer_step_at_one_phase():
+    start, end = CyclicIndex(3), CyclicIndex(3, source_from="end")
+    assert start.source(7).tolist() == start(7).tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert end.source(7).tolist() == [0, 2, 1, 0, 2, 1, 0]
+    assert end(7).tolist() == start(7).tolist()  # the decoder counts from its first token
+    # the last k input tokens (the least significant digits, which the first answer steps
+    # read) have the same indices at every input length; counted from the start they move
+    for n in range(5, 40):
+        assert end.source(n)[-5:].tolist() == [1, 0, 2, 1, 0]
+    assert len({tuple(start.source(n)[-5:].tolist()) for n in range(5, 40)}) == 3
+
+
+def test_cpi_counted_from_the_input_end_reaches_the_encoder_and_not_the_decoder():
+    m = tiny(position_index=CyclicIndex(3, source_from="end"))
+    seen = []
+    embed = m.positional.embed
+    m.positional.embed = lambda positions: seen.append(positions.tolist()) or embed(positions)
+    src, _ = batch(b=2, s=8)
+    m.generate(src, 4, use_cache=False)
+    assert seen[0] == [1, 0, 2, 1, 0, 2, 1, 0]  # the encoder: counted back from the input's last token
+    assert seen[1:] == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 0]]  # the decoder: from its first token
 
 
 def test_cpi_indices_reach_the_positional_scheme():
@@ -80,7 +105,7 @@ def test_map_path_matches_fused_attention():
 
 
 @pytest.mark.parametrize("positional", [Sinusoidal(), NoPE()])
-@pytest.mark.parametrize("index", [LinearIndex(), CyclicIndex(3)])
+@pytest.mark.parametrize("index", [LinearIndex(), CyclicIndex(3), CyclicIndex(3, source_from="end")])
 @pytest.mark.parametrize("window", [None, WindowBias(1, 1), WindowBias(1, 0, stride=2)])
 def test_cached_decoding_matches_full_recomputation(positional, index, window):
     m = tiny(positional=positional, position_index=index)

@@ -185,7 +185,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
             logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1])
             out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
         return out[:, 1:]
-    s_pos = model.position_index(memory.shape[1], src.device)
+    s_pos = model.position_index.source(memory.shape[1], src.device)
     n = len(model.decoder)
     rotary, cross_rotary = model.rotary_for("decoder"), model.rotary_for("cross")
     caches: list[dict] = [{} for _ in model.decoder]

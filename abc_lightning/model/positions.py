@@ -3,6 +3,10 @@
 ``CyclicIndex(period=T)`` is Cyclic Position Indexing (CPI) from ABS: position i becomes
 i mod T before it reaches the positional scheme. ``RandomizedIndex`` gives the randomized
 positions of Ruoss et al. (2023).
+
+Every index numbers the decoder's tokens from the first; :meth:`PositionIndex.source`
+numbers the encoder's input, from its first token too unless an index says otherwise
+(``CyclicIndex(source_from="end")``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ class PositionIndex(nn.Module):
     def forward(self, length: int, device: torch.device | None = None) -> torch.Tensor:
         raise NotImplementedError
 
+    def source(self, length: int, device: torch.device | None = None) -> torch.Tensor:
+        """The encoder input's indices; as :meth:`forward` unless an index counts them otherwise."""
+        return self(length, device)
+
 
 class LinearIndex(PositionIndex):
     """Positions 0, 1, 2, … (the usual indexing)."""
@@ -28,19 +36,39 @@ class LinearIndex(PositionIndex):
 
 
 class CyclicIndex(PositionIndex):
-    """Cyclic Position Indexing: 0, 1, …, T-1, 0, 1, … (ABS, period T ≥ 1)."""
+    """Cyclic Position Indexing: 0, 1, …, T-1, 0, 1, … (ABS, period T ≥ 1).
 
-    def __init__(self, period: int = 3) -> None:
+    ``source_from`` says where the encoder input's count starts: ``"start"`` (the paper's
+    i mod T, and the default) or ``"end"``, counting back from the input's last token, so
+    that the input's last token is 0, the one before it 1, and so on. Every task here
+    writes its answer from the input's end (least significant digit first), so with
+    ``"end"`` each answer step meets its input digits at the same phase at every length;
+    counted from the start, that phase moves with the input's length mod T, and lengths
+    whose frame is not the training frame's mod T meet phase pairs that training never
+    showed. The decoder always counts from its first token.
+    """
+
+    ANCHORS = ("start", "end")
+
+    def __init__(self, period: int = 3, source_from: str = "start") -> None:
         super().__init__()
         if not isinstance(period, int) or period < 1:
             raise ConfigError(f"CPI period T must be an integer >= 1, got {period!r}")
+        if source_from not in self.ANCHORS:
+            raise ConfigError(f"CyclicIndex.source_from must be one of {', '.join(self.ANCHORS)}, got {source_from!r}")
         self.period = period
+        self.source_from = source_from
 
     def forward(self, length: int, device: torch.device | None = None) -> torch.Tensor:
         return torch.arange(length, device=device) % self.period
 
+    def source(self, length: int, device: torch.device | None = None) -> torch.Tensor:
+        if self.source_from == "start":
+            return self(length, device)
+        return torch.arange(length - 1, -1, -1, device=device) % self.period
+
     def extra_repr(self) -> str:
-        return f"period={self.period}"
+        return f"period={self.period}" + (f", source_from={self.source_from!r}" if self.source_from != "start" else "")
 
 
 class RandomizedIndex(PositionIndex):

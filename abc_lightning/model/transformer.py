@@ -269,7 +269,8 @@ class Seq2SeqTransformer(nn.Module):
         if not self.use_positional:
             return
         limit = self.positional.max_positions()
-        largest = int(self.position_index(n_tokens).max()) if n_tokens else 0
+        index = self.position_index
+        largest = max(int(index(n_tokens).max()), int(index.source(n_tokens).max())) if n_tokens else 0
         if limit is not None and largest >= limit:
             raise ConfigError(f"sequences of {n_tokens} tokens need position {largest}, but "
                               f"{type(self.positional).__name__} encodes positions < {limit}; "
@@ -278,7 +279,7 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor, need_map: bool = False):
         """``src (b, s)`` -> memory ``(b, s, d)`` and the encoder's attention maps."""
         n = src.shape[1]
-        pos = self.position_index(n, src.device)
+        pos = self.position_index.source(n, src.device)
         x = self.embed(src, pos)
         rotary = self.rotary_for("encoder")
         # a banded encoder (ABS encoder_width) reads only its band: linear in length; a long
@@ -322,7 +323,7 @@ class Seq2SeqTransformer(nn.Module):
         of the full-length indices, which matters for randomized positions).
         """
         t_pos = self.position_index(tgt.shape[1], tgt.device) if t_pos is None else t_pos
-        s_pos = self.position_index(memory.shape[1], memory.device)
+        s_pos = self.position_index.source(memory.shape[1], memory.device)
         x = self.embed(tgt, t_pos)
         n = len(self.decoder)
         self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
