@@ -16,12 +16,12 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
                                      "expected": "1" + "0" * 60}]})
     records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 600 | 10000 | worst 60 | worst 600 "
+    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 599 | 600 | 601 | 10000 | worst 60 | worst 600 "
               "| worst 10000 | paper 60 | train time | command |")
     assert header in text
-    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | 96.15 | – | – | 100 "
+    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | 100 "
             "| 42 s (1000 steps) |") in text
-    assert "| addition | + T=3 | not run | | | | | | | | | | | | 100 |" in text  # 17 columns, as the header
+    assert "| addition | + T=3 | not run | | | | | | | | | | | | | | 100 |" in text  # 19 columns, as the header
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
     saved = json.loads((tmp_path / "table1.json").read_text())
@@ -60,11 +60,11 @@ def test_every_abc_cell_is_the_documented_command_alone():
         c.task == "subtraction" for c in reproduce.table1_cells() + reproduce.table3_cells())
 
 
-def test_long_only_adds_the_600_and_10000_digit_rows_to_finished_cells(tmp_path, monkeypatch):
+def test_long_only_adds_the_599_to_601_and_10000_digit_rows_to_finished_cells(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
     monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples: calls.append(
-        (cell.key, version, lengths, samples)) or ([{"length": lengths[0], "accuracy": 99.5, "samples": samples}], 1.0))
+        (cell.key, version, lengths, samples)) or ([{"length": n, "accuracy": 99.5, "samples": samples} for n in lengths], 1.0))
     cell_dir = tmp_path / "table1"
     cell_dir.mkdir()
     for key in ("abs_parity", "parity_vanilla", "parity_T3_encoder_w1"):
@@ -72,13 +72,27 @@ def test_long_only_adds_the_600_and_10000_digit_rows_to_finished_cells(tmp_path,
             {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--long-only", "--results", str(tmp_path)]) == 0
     # the vanilla cell is not tested beyond the configs' lengths; only the encoder window at 10,000
-    assert calls == [("abs_parity", "long", [600], 1000), ("parity_T3_encoder_w1", "long", [600], 1000),
+    assert calls == [("abs_parity", "long", [599, 600, 601], 1000), ("parity_T3_encoder_w1", "long", [599, 600, 601], 1000),
                      ("parity_T3_encoder_w1", "huge", [10000], 100)]
     text = Path(tmp_path / "table1.md").read_text()
-    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 | – |" in text
-    assert "| parity | + T=3, encoder window w=1 (ours) | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 |" in text
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | – |" in text
+    assert "| parity | + T=3, encoder window w=1 (ours) | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | 99.5 |" in text
     reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
     assert len(calls) == 3  # already there: not tested again
+
+
+def test_long_only_tests_only_the_long_lengths_a_record_lacks(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples: calls.append(
+        (cell.key, version, lengths)) or ([{"length": n, "accuracy": 100.0, "samples": samples} for n in lengths], 1.0))
+    (tmp_path / "table1").mkdir()
+    (tmp_path / "table1" / "abs_parity.json").write_text(json.dumps(  # an older record, tested at 600 only
+        {"rows": [{"length": 60, "accuracy": 100.0}, {"length": 600, "accuracy": 100.0}],
+         "train_seconds": 1.0, "steps": 5, "command": "x"}))
+    assert reproduce.main(["table1", "--long-only", "--only", "abs_parity", "--results", str(tmp_path)]) == 0
+    assert calls == [("abs_parity", "long", [599, 601])]
+    rows = json.loads((tmp_path / "table1" / "abs_parity.json").read_text())["rows"]
+    assert [r["length"] for r in rows] == [60, 600, 599, 601]
 
 
 def test_an_old_record_keeps_its_tables_commit_once_the_table_has_several(tmp_path):
