@@ -60,6 +60,8 @@ def error_line(capsys, args):
     (["--bias.self_widht=1"], "bias (AttentionWindow): Option 'self_widht' is not accepted"),
     (['--trainer.callbacks=[{"class_path": "abc_lightning.callbacks.AttentionWindow"}]'], "is a bias strategy"),
     (["--model.position_index=CyclicIndex", "--model.position_index.period=0"], "T must be an integer >= 1"),
+    (["--model.position_index=CyclicIndex", "--model.position_index.source_from=middle"],
+     "source_from must be one of start, end"),
     (["--data.test_lengths=[6, 0]"], "cannot produce [0]"),
     (["--data.val_lengths=[20000]"], "cannot produce [20000]"),
     (["--model.heads=3"], "must divide d_model"),
