@@ -16,14 +16,19 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
                                      "expected": "1" + "0" * 60}]})
     records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 599 | 600 | 601 | 10000 | worst 60 | worst 600 "
-              "| worst 10000 | paper 60 | train time | command |")
+    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 599 | 600 | 601 | 10000 | worst 60 | worst 599 "
+              "| worst 600 | worst 601 | worst 10000 | paper 60 | train time | command |")
     assert header in text
-    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | 100 "
+    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | – | – | 100 "
             "| 42 s (1000 steps) |") in text
-    assert "| addition | + T=3 | not run | | | | | | | | | | | | | | 100 |" in text  # 19 columns, as the header
+    assert "| addition | + T=3 | not run | | | | | | | | | | | | | | | | 100 |" in text  # 21 columns, as the header
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
+    # a failure at a length without a column (20 digits) is listed when the columns' lengths are clean
+    rows[3].update(worst=50.0, worst_families={"carry": 50.0})
+    assert "20 digits" not in write_table("table1", cells, records, tmp_path)  # 60 fails: that line says it
+    rows[4].update(worst=100.0, worst_families={"all_nines": 100.0, "carry": 100.0}, worst_failures=[])
+    assert "- successor / + T=3, 20 digits: carry 50%" in write_table("table1", cells, records, tmp_path)
     saved = json.loads((tmp_path / "table1.json").read_text())
     assert [c["steps"] for c in saved["cells"]] == [1000]
 
