@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import lightning as L
+import pytest
 import torch
 
 from abc_lightning.biases.abc import CalibratedBias, load_calibrated_bias
@@ -253,3 +254,62 @@ def test_presets_fill_what_a_config_leaves_out():
                                      extension=Extension(align="corner")).recipe
     assert mixed.lines.kappa("decoder") is None and mixed.lines.kappa("cross") == 3.0  # the rest is the preset's
     assert mixed.extension.align == "corner" and mixed.retraining == PRESETS["project"].retraining
+
+
+def _two_operand_attention(read_first: bool) -> list[torch.Tensor]:
+    """Averaged cross-attention of 2 heads, 6 answer steps over ``$ a(3) + b(3) &`` (9 keys):
+    layer 0 reads b's aligned digit (anti-diagonal c = 7) sharply, and a's (c = 3) sharply
+    too or only faintly."""
+    layers = []
+    for strength in (1.0, 1.0 if read_first else 0.12):
+        a_bar = torch.full((2, 6, 9), 0.05)
+        a_bar[0, torch.arange(6), 7 - torch.arange(6)] = 1.0  # head 0: b, row i at key 7 − i
+        rows = torch.arange(4)  # a's anti-diagonal leaves the input after 4 rows
+        a_bar[1, rows, 3 - rows] = strength
+        layers.append(a_bar)
+    return layers
+
+
+@pytest.mark.filterwarnings("ignore:ABC drop-off")
+def test_an_operand_no_line_reads_is_found_and_cover_adds_its_best_line():
+    """With κ the faint line to operand a is dropped: a is unread, and ``cover: operands``
+    keeps that line (c = 3 in head 1) and nothing else; a calibration that reads both
+    operands is the same with and without ``cover``."""
+    from abc_lightning.biases.abc import lines_from_attention, unread_operands
+    from abc_lightning.biases.recipe import resolve
+
+    segments = [(1, 3), (5, 3)]
+    faint = _two_operand_attention(read_first=False)[1:]
+    plain = resolve("project", lines=Lines(kinds=["cross"]))
+    covered = resolve("project", lines=Lines(kinds=["cross"], cover="operands"))
+    before = lines_from_attention({"cross": faint}, plain, segments, heads=2)
+    assert unread_operands(before, segments) == [0]
+    after = lines_from_attention({"cross": faint}, covered, segments, heads=2)
+    assert unread_operands(after, segments) == []
+    anti = lambda lines: next(d for d in lines["cross"][0].directions if d.delta == -1)  # noqa: E731
+    added = torch.isfinite(anti(after).values) & ~torch.isfinite(anti(before).values)
+    assert added.nonzero().tolist() == [[1, 3 - anti(after).c_min]]  # head 1, the line at c = 3
+
+    sharp = _two_operand_attention(read_first=True)
+    both = lines_from_attention({"cross": sharp}, plain, segments, heads=2)
+    assert unread_operands(both, segments) == []
+    same = lines_from_attention({"cross": sharp}, covered, segments, heads=2)
+    for x, y in zip(both["cross"], same["cross"]):
+        for d, e in zip(x.directions, y.directions):
+            assert torch.equal(d.values, e.values)
+
+
+def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands(capsys):
+    """A fit that calibrates writes ``abc/interpolated.pt`` (the weights the lines came from)
+    and, where an operand is left unread under the position-wise encoder, says so in one
+    line and in ``phases.json``."""
+    options = ('"preset": "project", "phases": {"threshold": 0.0, "patience": 1, "retrain_patience": 1}, '
+               '"lines": {"samples": 16, "kappa_cross": 100.0}')  # κ above any z-score: no line survives
+    args = ["fit", "--config", DEBUG, *abc(options), "--data=Addition", "--trainer.max_epochs=2", *FAST]
+    assert run_cli(args) == 0
+    run = Path("runs/debug/version_0")
+    saved = torch.load(run / "abc" / "interpolated.pt", weights_only=True)
+    assert saved["step"] == 3 and any(k.startswith("decoder") or "layers" in k for k in saved["state_dict"])
+    phases = json.loads((run / "abc" / "phases.json").read_text())
+    assert phases["unread_operands"] and all(len(span) == 2 for span in phases["unread_operands"])
+    assert "calibrated no cross-attention line that reads the operand" in capsys.readouterr().out

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.biases.calibration import CalibratedLines, DirectionLines, calibrate, extend
-from abc_lightning.biases.recipe import Recipe
+from abc_lightning.biases.calibration import (Z_DECIMALS, CalibratedLines, DirectionLines, average_lines, calibrate,
+                                              extend)
+from abc_lightning.biases.recipe import Lines, Recipe
 from abc_lightning.checkpoints import load_plain
 from abc_lightning.errors import CheckpointError
 from abc_lightning.model.attention import BiasSource
@@ -47,10 +48,79 @@ def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe
             if ln.empty_layer == "first":
                 lines = first_key_if_empty(lines)
             calibrated.append(lines)
+        if kind == "cross" and ln.cover == "operands" and segments:
+            calibrated = cover_operands(calibrated, [averaged[kind][li].cpu() for li in layer_ids], ln, segments)
         out[kind] = calibrated if ln.per_layer else calibrated[0]
     if recipe.retraining.encoder_diagonal:
         out["encoder"] = CalibratedLines(1, 1, [DirectionLines(1, 0, torch.zeros(heads, 1))])
     return out
+
+
+def cover_operands(calibrated: list[CalibratedLines], a_bars: list[torch.Tensor], ln: Lines,
+                   segments: list[tuple[int, int]]) -> list[CalibratedLines]:
+    """Cross-attention lines per layer, with a line added for every operand none reads.
+
+    For such an operand, every line of the searched directions that starts in it (its key at
+    the first answer step lies in the operand's span), in every layer and head, is scored by
+    its z-score among its head's and direction's lines (as the drop-off scores them); the
+    best one is kept, with its value ``d_l − d_max``. Lines already kept are left alone, so
+    a calibration that reads every operand is unchanged.
+    """
+    calibrated = list(calibrated)
+    for k in unread_operands({"cross": calibrated}, segments):
+        start, width = segments[k]
+        best = None  # (z, layer, Δ, head, column, value, c_min)
+        for li, a_bar in enumerate(a_bars):
+            for delta in ln.directions_for("cross"):
+                values, present, c_min = average_lines(a_bar.double(), delta, ln.reduce)
+                v = values.masked_fill(~present, float("nan"))
+                mu = torch.nanmean(v, dim=1, keepdim=True)
+                sigma = torch.sqrt(torch.nanmean((v - mu) ** 2, dim=1, keepdim=True)).clamp(min=1e-12)
+                z = torch.round((values - mu) / sigma, decimals=Z_DECIMALS)
+                columns = torch.arange(values.shape[1]) + c_min
+                inside = present & (columns >= start) & (columns < start + width)
+                z = z.masked_fill(~inside[None, :], float("-inf"))
+                flat = int(torch.argmax(z))
+                h, col = divmod(flat, z.shape[1])
+                if torch.isfinite(z[h, col]) and (best is None or float(z[h, col]) > best[0]):
+                    d_max = float(values[h][present].max())
+                    best = (float(z[h, col]), li, delta, h, col, float(values[h, col]) - d_max, c_min)
+        if best is None:
+            continue
+        _, li, delta, h, col, value, c_min = best
+        di = next((i for i, d in enumerate(calibrated[li].directions)
+                   if d.delta == delta and 0 <= col + c_min - d.c_min < d.values.shape[1]), None)
+        if di is None:
+            continue
+        d = calibrated[li].directions[di]
+        index = col + c_min - d.c_min
+        new_values = d.values.clone()
+        new_values[h, index] = value
+        directions = list(calibrated[li].directions)
+        directions[di] = DirectionLines(d.delta, d.c_min, new_values)
+        calibrated[li] = replace(calibrated[li], directions=directions)
+    return calibrated
+
+
+def unread_operands(lines: LinesByKind, segments: list[tuple[int, int]]) -> list[int]:
+    """The operands (indices into ``segments``) that no kept cross-attention line reads.
+
+    A line of direction (1, Δ) reads key ``c`` at the first answer step (``c = j − Δ·i``
+    at ``i = 0``); it reads an operand when that key lies in the operand's span. With a
+    position-wise encoder (``retraining.encoder_diagonal``) the cross-attention lines are
+    the decoder's only way to the input, so an operand that no line reads is invisible to
+    the retrained model, and a task that needs it (addition needs both) cannot be learned.
+    """
+    cross = lines.get("cross")
+    if cross is None or not segments:
+        return []
+    read = set()
+    for layer in cross if isinstance(cross, list) else [cross]:
+        for d in layer.directions:
+            kept = torch.isfinite(d.values).any(dim=0).nonzero().flatten() + d.c_min
+            for c in kept.tolist():
+                read.update(k for k, (start, width) in enumerate(segments) if start <= c < start + width)
+    return [k for k in range(len(segments)) if k not in read]
 
 
 def only_first_verticals(lines: CalibratedLines, k: int) -> CalibratedLines:

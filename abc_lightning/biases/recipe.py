@@ -87,6 +87,13 @@ class Lines:
             make-up changes with the length. An open cross-attention layer averages over the
             whole input: over 600 digits of 9s that average looks like an all-9s input, and
             a successor model wrote an extra carry digit on top of 299…9 + 1.
+        cover: ``off``, or ``operands``: a growing operand that no kept cross-attention line
+            reads (at the first answer step) gets the one line, among those that start in
+            it, with the highest z-score over every layer, head and direction, even below
+            κ. With a position-wise encoder (``retraining.encoder_diagonal``) those lines
+            are the decoder's only way to the input; an addition seed whose interpolating
+            model read its first operand through the encoder calibrated lines to the
+            second alone and could not learn the task again.
     """
 
     samples: int | None = None
@@ -104,6 +111,7 @@ class Lines:
     lineless: Literal["open", "union"] | None = None
     vertical: Literal["left", "nearest"] | None = None
     empty_layer: Literal["open", "first"] | None = None
+    cover: Literal["off", "operands"] | None = None
 
     def directions_for(self, kind: str) -> list[int]:
         return {"cross": self.directions, "decoder": self.self_directions, "encoder": self.encoder_directions}[kind]
@@ -172,7 +180,8 @@ PAPER = Recipe(
     Phases(threshold=1.0, patience=2, retrain_patience=3),
     Lines(samples=512, layer=-1, per_layer=False, kinds=["cross", "decoder"], directions=[1, -1, 0],
           self_directions=[1, -1, 0], self_verticals="all", encoder_directions=[1, -1, 0], source="scores",
-          reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left", empty_layer="open"),
+          reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left", empty_layer="open",
+          cover="off"),
     Extension(align="corner", encoder_align="relative", soft=False),
     Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False),
 )
@@ -181,7 +190,8 @@ PROJECT = Recipe(
     Phases(threshold=0.99, patience=2, retrain_patience=10),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
           self_directions=[1, 0], self_verticals=1, encoder_directions=[1], source="weights", reduce="sum",
-          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest", empty_layer="first"),
+          kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest", empty_layer="first",
+          cover="off"),
     Extension(align="segments", encoder_align="relative", soft=False),
     Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True),
 )
@@ -219,6 +229,7 @@ def validate(r: Recipe) -> None:
         (all(d in (1, -1, 0) for k in KINDS for d in ln.directions_for(k)),
          "lines.directions, self_directions and encoder_directions hold Δ in {1, -1, 0}"),
         (ln.empty_layer in ("open", "first"), f"lines.empty_layer must be open or first, got {ln.empty_layer!r}"),
+        (ln.cover in ("off", "operands"), f"lines.cover must be off or operands, got {ln.cover!r}"),
         (ln.self_verticals == "all" or (isinstance(ln.self_verticals, int) and ln.self_verticals >= 0),
          f"lines.self_verticals must be an integer >= 0 or all, got {ln.self_verticals!r}"),
         (all(ln.kappa(k) is None or ln.kappa(k) >= 0 for k in ("cross", "decoder")),

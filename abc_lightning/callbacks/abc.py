@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from abc_lightning.biases.abc import CalibratedBias, lines_from_attention, pack_lines, unpack_lines
+from abc_lightning.biases.abc import CalibratedBias, lines_from_attention, pack_lines, unpack_lines, unread_operands
 from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining, resolve
 from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.callbacks.training import run_dir
@@ -58,6 +59,7 @@ class AttentionBiasCalibration(BiasStrategy):
         self.streak = 0
         self.annealed = False
         self.lines: dict = {}
+        self.unread: list[list[int]] = []  # operand spans no cross-attention line above κ reads
         self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0}
         self._mark = 0.0
 
@@ -87,6 +89,8 @@ class AttentionBiasCalibration(BiasStrategy):
             # Every rank calibrates from the same S_gen and weights; rank 0's lines are used
             # everywhere so that GPU non-determinism cannot give ranks different biases.
             self.lines = trainer.strategy.broadcast(self.calibrate(trainer, pl_module), src=0)
+            self.save_interpolated(trainer, pl_module)
+            self.report_unread(trainer)
             self.install(pl_module)
             if self.recipe.retraining.reinitialize:
                 pl_module.model.reinitialize(self.seed)
@@ -152,7 +156,39 @@ class AttentionBiasCalibration(BiasStrategy):
         finally:
             model.train(was_training)
         segments = dm.task.growing_segments(src.shape[1], dm.aligned)
+        if self.recipe.retraining.encoder_diagonal and "cross" in lines.kinds:
+            # the operands the lines above κ leave unread (before lines.cover adds any)
+            plain = replace(self.recipe, lines=replace(lines, kinds=["cross"], cover="off"))
+            unread = unread_operands(lines_from_attention(averaged, plain, segments, model.heads), segments)
+            self.unread = [list(segments[k]) for k in unread]
         return lines_from_attention(averaged, self.recipe, segments, model.heads)
+
+    @rank_zero_only
+    def save_interpolated(self, trainer, pl_module) -> None:
+        """The interpolating model's weights, as calibrated, to ``abc/interpolated.pt``: with
+        fresh weights for the retraining they are otherwise gone, and a calibration can only
+        be replayed (another κ, another rule) from them."""
+        out = run_dir(trainer) / "abc"
+        out.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().clone() for k, v in pl_module.model.state_dict().items()}
+        torch.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
+
+    def report_unread(self, trainer) -> None:
+        """One line when an operand is read by no cross-attention line above κ: with a
+        position-wise encoder (``retraining.encoder_diagonal``) the decoder reads the input
+        only through those lines. ``lines.cover: operands`` adds one line for it; without it
+        the retraining cannot learn a task that needs that operand."""
+        if not self.unread or not trainer.is_global_zero:
+            return
+        spans = ", ".join(f"keys {s}–{s + w - 1}" for s, w in self.unread)
+        if self.recipe.lines.cover == "operands":
+            print(f"abc_lightning: ABC: no cross-attention line above κ reads the operand at {spans}; "
+                  f"lines.cover kept its best line below κ", flush=True)
+        else:
+            print(f"abc_lightning: warning: ABC calibrated no cross-attention line that reads the operand at "
+                  f"{spans}; the retraining's position-wise encoder leaves no other way to it, so this run is "
+                  f"not expected to learn the task (lines.cover: operands adds one; the interpolating weights "
+                  f"are in abc/interpolated.pt)", flush=True)
 
     def install(self, pl_module) -> None:
         pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.recipe.extension.soft))
@@ -173,7 +209,7 @@ class AttentionBiasCalibration(BiasStrategy):
     # ---- checkpoint state and artifacts ---------------------------------------------
     def state_dict(self) -> dict:
         return {"phase": self.phase, "streak": self.streak, "annealed": self.annealed, "seconds": dict(self.seconds),
-                "lines": pack_lines(self.lines)}
+                "lines": pack_lines(self.lines), "unread_operands": self.unread}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.phase = state_dict.get("phase", "interpolate")
@@ -181,12 +217,16 @@ class AttentionBiasCalibration(BiasStrategy):
         self.annealed = state_dict.get("annealed", False)
         self.seconds.update(state_dict.get("seconds", {}))
         self.lines = unpack_lines(state_dict.get("lines", {}))
+        self.unread = state_dict.get("unread_operands", [])
 
     @rank_zero_only
     def save_artifacts(self, trainer) -> None:
         out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "phases.json").write_text(json.dumps({"phase": self.phase, "seconds": self.seconds}, indent=2))
+        info = {"phase": self.phase, "seconds": self.seconds}
+        if self.unread:
+            info["unread_operands"] = self.unread
+        (out / "phases.json").write_text(json.dumps(info, indent=2))
         if self.lines:
             tmp = out / "lines.pt.tmp"
             torch.save(pack_lines(self.lines), tmp)
