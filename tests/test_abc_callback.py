@@ -280,7 +280,7 @@ def test_an_operand_no_line_reads_is_found_and_cover_adds_its_best_line():
 
     segments = [(1, 3), (5, 3)]
     faint = _two_operand_attention(read_first=False)[1:]
-    plain = resolve("project", lines=Lines(kinds=["cross"]))
+    plain = resolve("project", lines=Lines(kinds=["cross"], cover="off"))
     covered = resolve("project", lines=Lines(kinds=["cross"], cover="operands"))
     before = lines_from_attention({"cross": faint}, plain, segments, heads=2)
     assert unread_operands(before, segments) == [0]
@@ -299,12 +299,14 @@ def test_an_operand_no_line_reads_is_found_and_cover_adds_its_best_line():
             assert torch.equal(d.values, e.values)
 
 
-def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands(capsys):
+@pytest.mark.parametrize("cover, said", [("operands", "lines.cover kept its best line below κ"),
+                                         ("off", "calibrated no cross-attention line that reads the operand")])
+def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands(capsys, cover, said):
     """A fit that calibrates writes ``abc/interpolated.pt`` (the weights the lines came from)
     and, where an operand is left unread under the position-wise encoder, says so in one
-    line and in ``phases.json``."""
+    line (a warning when ``lines.cover`` is off) and in ``phases.json``."""
     options = ('"preset": "project", "phases": {"threshold": 0.0, "patience": 1, "retrain_patience": 1}, '
-               '"lines": {"samples": 16, "kappa_cross": 100.0}')  # κ above any z-score: no line survives
+               f'"lines": {{"samples": 16, "kappa_cross": 100.0, "cover": "{cover}"}}')  # κ: no line survives
     args = ["fit", "--config", DEBUG, *abc(options), "--data=Addition", "--trainer.max_epochs=2", *FAST]
     assert run_cli(args) == 0
     run = Path("runs/debug/version_0")
@@ -312,4 +314,4 @@ def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands
     assert saved["step"] == 3 and any(k.startswith("decoder") or "layers" in k for k in saved["state_dict"])
     phases = json.loads((run / "abc" / "phases.json").read_text())
     assert phases["unread_operands"] and all(len(span) == 2 for span in phases["unread_operands"])
-    assert "calibrated no cross-attention line that reads the operand" in capsys.readouterr().out
+    assert said in capsys.readouterr().out
