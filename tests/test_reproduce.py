@@ -189,7 +189,9 @@ def test_a_table_of_one_commit_says_to_regenerate_it_from_that_commit(tmp_path):
     record = {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x",
               "commit": "9f4639f", "seed": 0, "threads": "1"}
     text = write_table("table1", [cell], {"abs_parity": record}, tmp_path)
-    assert ("Regenerate from a checkout of that commit (`git checkout 9f4639f`): "
+    assert ("Regenerate from a checkout of that commit (`git checkout 9f4639f`) into a folder of its own "
+            "(add `--results <empty folder>`: finished cells are skipped, and a checkout's `results/` holds the "
+            "records it was committed with): "
             "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0`") in text
     other = {**record, "commit": "3bd25e6", "seed": 1}
     assert "git checkout" not in write_table("table1", [cell], {"abs_parity": [record, other]}, tmp_path)
