@@ -1,0 +1,63 @@
+"""scripts/compare_records.py: two folders of reproduce records, compared cell by cell."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare_records.py"
+
+
+@pytest.fixture(scope="module")
+def compare():
+    spec = importlib.util.spec_from_file_location("compare_records", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(commit: str, accuracy_60: float = 100.0, steps: int = 8000) -> dict:
+    return {
+        "steps": steps, "stopped": "step budget", "commit": commit, "threads": "1", "cpu": "x",
+        "rows": [{"length": 6, "accuracy": 100.0, "worst": 100.0},
+                 {"length": 60, "accuracy": accuracy_60, "worst": 100.0}],
+        "curve": [{"length": 1, "accuracy": 100.0, "samples": 9}],
+    }
+
+
+def write(folder: Path, records: dict) -> Path:
+    folder.mkdir()
+    for name, rec in records.items():
+        (folder / f"{name}.json").write_text(json.dumps(rec))
+    return folder
+
+
+def test_same_cells_agree_and_differences_are_named(compare, tmp_path, capsys):
+    a = write(tmp_path / "a", {"abs_parity": record("aaa"), "abs_nx1": record("aaa"), "only_a": record("aaa")})
+    b = write(tmp_path / "b", {"abs_parity": record("bbb"), "abs_nx1": record("bbb", accuracy_60=99.5, steps=7000)})
+    assert compare.main([str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    parity = next(line for line in out.splitlines() if line.startswith("| abs_parity "))
+    nx1 = next(line for line in out.splitlines() if line.startswith("| abs_nx1 "))
+    assert parity.endswith("| same |") and "`aaa`" in parity and "`bbb`" in parity
+    assert "steps: 8000 vs 7000" in nx1 and "length 60: 100.0 vs 99.5" in nx1
+    assert "Only in the first folder: only_a" in out
+    assert "1 of 2 shared cell(s) the same" in out
+
+
+def test_identical_folders_exit_zero(compare, tmp_path, capsys):
+    a = write(tmp_path / "a", {"abs_parity": record("aaa")})
+    b = write(tmp_path / "b", {"abs_parity": record("bbb")})
+    assert compare.main([str(a), str(b)]) == 0
+    assert "1 of 1 shared cell(s) the same" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line(compare, tmp_path, capsys):
+    a = write(tmp_path / "a", {"abs_parity": record("aaa")})
+    assert compare.main([str(a), str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a folder" in err[0]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert compare.main([str(a), str(empty)]) == 2
+    assert "holds no reproduce records" in capsys.readouterr().err
