@@ -4,20 +4,22 @@
     OMP_NUM_THREADS=1 PYTHONPATH=<checkout of 0d32ca6> python results/diagnostics/successor_encoder_0d32ca6/probe.py \
         results/table1_0d32ca6/table1/runs/successor_T3_encoder_w1/fit/checkpoints/best.ckpt 60 20000
 """
-import random, sys, torch
+import random
+import sys
+
+import torch
+
 from abc_lightning.api import load
+
 torch.set_num_threads(1)
-m = load(sys.argv[1])
+model = load(sys.argv[1])
+length, samples = int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(123)
-L = int(sys.argv[2]); n = int(sys.argv[3])
-xs = [str(rng.randint(10**(L-1), 10**L - 1)) for _ in range(n)]
-bad = []
-for i in range(0, n, 500):
-    rows = m.predict_rows(xs[i:i+500])
-    bad += [(x, r["output"]) for x, r in zip(xs[i:i+500], rows) if not r["correct"]]
-print(f"{len(bad)} wrong of {n} at {L} digits")
-for x, o in bad:
-    t = str(int(x) + 1)
-    diff = [k for k in range(max(len(t), len(o))) if k >= len(o) or k >= len(t) or o[k] != t[k]]
-    k = diff[0] if diff else -1
-    print(f"pos {k} (from right {len(t)-k}): in ...{x[max(0,k-8):k+8]}... want ...{t[max(0,k-8):k+8]}... got ...{o[max(0,k-8):k+8]}... len {len(o)} vs {len(t)}")
+inputs = [str(rng.randint(10 ** (length - 1), 10 ** length - 1)) for _ in range(samples)]
+wrong = [row for row in model.predict_rows(inputs) if not row["correct"]]
+print(f"{len(wrong)} wrong of {samples} at {length} digits")
+for row in wrong:
+    x, want, got = row["input"], row["expected"], row["output"]
+    k = next((i for i in range(max(len(want), len(got))) if want[i:i + 1] != got[i:i + 1]), -1)
+    print(f"pos {k} (from right {len(want) - k}): in ...{x[max(0, k - 8):k + 8]}... "
+          f"want ...{want[max(0, k - 8):k + 8]}... got ...{got[max(0, k - 8):k + 8]}... len {len(got)} vs {len(want)}")
