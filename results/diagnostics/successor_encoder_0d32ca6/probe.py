@@ -1,8 +1,8 @@
 """Which random 60-digit inputs does the successor + T=3 encoder-window model of seed 0 at
-0d32ca6 (results/table1_0d32ca6, AMD EPYC) get wrong? Prints each miss around its first wrong digit.
+0d32ca6 (results/table1/, AMD EPYC) get wrong? Prints each miss around its first wrong digit.
 
     OMP_NUM_THREADS=1 PYTHONPATH=<checkout of 0d32ca6> python results/diagnostics/successor_encoder_0d32ca6/probe.py \
-        results/table1_0d32ca6/table1/runs/successor_T3_encoder_w1/fit/checkpoints/best.ckpt 60 20000
+        results/table1/runs/successor_T3_encoder_w1/fit/checkpoints/best.ckpt 60 20000
 """
 import random
 import sys
