@@ -24,7 +24,8 @@ CONFIG_KEY = "abc_lightning_config"
 #: ``--ckpt_path`` values that name a checkpoint inside one fit rather than a file.
 CKPT_KEYWORDS = ("last", "best", "hpc", "registry")
 #: Settings that only change how a model is trained, not what it computes.
-TRAINING_ONLY = ("model.init_from", "model.lr", "model.betas", "model.eps", "model.warmup_steps")
+TRAINING_ONLY = ("model.init_from", "model.lr", "model.betas", "model.eps", "model.warmup_steps",
+                 "model.lr_schedule", "model.min_lr_ratio")
 
 
 def load_plain(path: str | Path, what: str = "checkpoint") -> object:

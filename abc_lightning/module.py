@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from functools import partial
+
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -27,6 +30,11 @@ class ArithmeticTransformer(L.LightningModule):
     ``weights_only=True``; optimizer, step counter and callback state are not taken). ABC uses
     it to calibrate from a model that already interpolates. A resumed fit (``--ckpt_path``)
     ignores it.
+
+    The learning rate: Adam at ``lr``, after a linear warmup over ``warmup_steps``;
+    ``lr_schedule`` ``constant`` keeps it there, ``cosine`` and ``linear`` decay it to
+    ``min_lr_ratio × lr`` at the end of the fit's step budget (``trainer.max_steps``, or
+    ``max_epochs × limit_train_batches``), one update per optimizer step.
     """
 
     def __init__(
@@ -43,10 +51,12 @@ class ArithmeticTransformer(L.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         warmup_steps: int = 0,
+        lr_schedule: str = "constant",
+        min_lr_ratio: float = 0.0,
         init_from: str | None = None,
     ) -> None:
         super().__init__()
-        check_optimizer(lr, betas, eps, warmup_steps)
+        check_optimizer(lr, betas, eps, warmup_steps, lr_schedule, min_lr_ratio)
         self.save_hyperparameters(ignore=["positional", "position_index"])
         self.model = Seq2SeqTransformer(d_model, heads, encoder_layers, decoder_layers, feedforward, dropout,
                                         positional, position_index)
@@ -134,10 +144,20 @@ class ArithmeticTransformer(L.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         opt = torch.optim.Adam(self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
-        if not hp.warmup_steps:
+        schedule = hp.get("lr_schedule", "constant")
+        if not hp.warmup_steps and schedule == "constant":
             return opt
-        warm = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / hp.warmup_steps))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": warm, "interval": "step"}}
+        total = None
+        if schedule != "constant":
+            total = self.trainer.estimated_stepping_batches
+            if not math.isfinite(total) or total <= hp.warmup_steps:
+                raise ConfigError(f"model.lr_schedule={schedule} decays over the fit's step budget, which must be "
+                                  f"finite and longer than model.warmup_steps={hp.warmup_steps}, got {total}: "
+                                  "set trainer.max_epochs or trainer.max_steps")
+        factor = partial(lr_factor, schedule=schedule, warmup=hp.warmup_steps, total=total,
+                         floor=hp.get("min_lr_ratio", 0.0))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- checkpoints ----------------------------------------------------------------
     def init_weights(self, path: str) -> dict:
@@ -177,7 +197,24 @@ class ArithmeticTransformer(L.LightningModule):
             torch.set_rng_state(rng)
 
 
-def check_optimizer(lr: float, betas, eps: float, warmup_steps: int) -> None:
+LR_SCHEDULES = ("constant", "cosine", "linear")
+
+
+def lr_factor(step: int, schedule: str, warmup: int, total: int | None, floor: float = 0.0) -> float:
+    """The multiple of the peak learning rate at optimizer step ``step`` (0-based): a linear
+    warmup to 1 over ``warmup`` steps, then constant, or a cosine or linear decay that reaches
+    ``floor`` at step ``total`` (the step budget) and stays there."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant" or total is None:
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if schedule == "cosine" else 1.0 - progress
+    return floor + (1.0 - floor) * shape
+
+
+def check_optimizer(lr: float, betas, eps: float, warmup_steps: int, lr_schedule: str = "constant",
+                    min_lr_ratio: float = 0.0) -> None:
     """Raise ConfigError for Adam settings that cannot train (checked before any run starts)."""
     if not isinstance(lr, (int, float)) or not lr > 0:
         raise ConfigError(f"model.lr must be > 0, got {lr!r}")
@@ -187,3 +224,7 @@ def check_optimizer(lr: float, betas, eps: float, warmup_steps: int) -> None:
         raise ConfigError(f"model.eps must be > 0, got {eps!r}")
     if not isinstance(warmup_steps, int) or warmup_steps < 0:
         raise ConfigError(f"model.warmup_steps must be an integer >= 0, got {warmup_steps!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ConfigError(f"model.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {lr_schedule!r}")
+    if not isinstance(min_lr_ratio, (int, float)) or not 0.0 <= min_lr_ratio <= 1.0:
+        raise ConfigError(f"model.min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
