@@ -304,6 +304,8 @@ class ABCLightningCLI(LightningCLI):
         model.model.check_length(dm.max_tokens(stage))
         if stage == "fit" and model.hparams.get("init_from") and self.config.fit.get("ckpt_path") is None:
             model.init_weights(model.hparams.init_from)
+        if stage == "fit":
+            model.check_schedule(self.trainer)
         for callback in self.trainer.callbacks:
             if hasattr(callback, "check_data"):
                 callback.check_data(dm)

@@ -159,6 +159,18 @@ class ArithmeticTransformer(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    def check_schedule(self, trainer: L.Trainer) -> None:
+        """A decaying ``lr_schedule`` needs a finite step budget longer than its warmup
+        (checked before a run starts)."""
+        schedule = self.hparams.get("lr_schedule", "constant")
+        loop = trainer.fit_loop
+        if schedule != "constant" and loop.max_steps in (None, -1) and loop.max_epochs in (None, -1):
+            raise ConfigError(f"model.lr_schedule={schedule} decays over the fit's step budget: set "
+                              "trainer.max_epochs or trainer.max_steps")
+        if schedule != "constant" and loop.max_steps not in (None, -1) and loop.max_steps <= self.hparams.warmup_steps:
+            raise ConfigError(f"model.lr_schedule={schedule}: trainer.max_steps={loop.max_steps} must exceed "
+                              f"model.warmup_steps={self.hparams.warmup_steps}")
+
     # ---- checkpoints ----------------------------------------------------------------
     def init_weights(self, path: str) -> dict:
         """The weights of checkpoint ``path``, checked against this model (loaded once: the CLI

@@ -315,3 +315,30 @@ def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands
     phases = json.loads((run / "abc" / "phases.json").read_text())
     assert phases["unread_operands"] and all(len(span) == 2 for span in phases["unread_operands"])
     assert said in capsys.readouterr().out
+
+
+def test_a_retraining_budget_lasts_the_interpolations_steps_along_a_cosine(tmp_path):
+    """retraining.budget=1: interpolation took 2 epochs (6 steps), so retraining runs 6 steps,
+    its rate falling from the retraining's to 0 on a cosine, and the fit stops there."""
+    from abc_lightning.errors import ConfigError
+
+    options = PAPER_FAST.replace('"patience": 1', '"patience": 2') + ', "retraining": {"lr": 0.004, "budget": 1.0}'
+    cli = ABCLightningCLI(args=["--config", DEBUG, *abc(options), "--trainer.max_epochs=10", *FAST,
+                                f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false",
+                                "--wandb.mode=disabled", "--model.lr=0.001"], run=False)
+    rates = []
+
+    class Watch(L.Callback):
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            rates.append(optimizer.param_groups[0]["lr"])
+
+    cli.trainer.callbacks.append(Watch())
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    callback = next(c for c in cli.trainer.callbacks if isinstance(c, AttentionBiasCalibration))
+    assert callback.phase == "done" and callback.steps == {"interpolate": 6, "retrain": 6}
+    assert cli.trainer.global_step == 12
+    assert rates[:6] == [pytest.approx(0.001)] * 6
+    assert rates[6] == pytest.approx(0.004) and rates[9] == pytest.approx(0.002)
+    assert all(a > b for a, b in zip(rates[6:], rates[7:])) and rates[11] < 0.0004
+    with pytest.raises(ConfigError, match="retraining.budget must be patience or a number > 0"):
+        AttentionBiasCalibration(retraining=Retraining(budget=0))

@@ -158,6 +158,11 @@ class Retraining:
         encoder_diagonal: each encoder token attends only to itself, so the decoder reads
             operands only through the calibrated cross-attention lines (replaces calibrating
             the encoder).
+        budget: how long retraining lasts. ``patience``: until the threshold has held
+            ``phases.retrain_patience`` validations (after ``anneal``). A number x: x times
+            the steps the interpolation took (whole validation intervals, at least one),
+            the rate decaying from the retraining's to zero along a cosine (``anneal`` is
+            then unused); the fit stops at the validation that ends it.
     """
 
     reinitialize: bool | None = None
@@ -166,6 +171,7 @@ class Retraining:
     anneal: float | Literal["off"] | None = None
     positional: Literal["keep", "none"] | None = None
     encoder_diagonal: bool | None = None
+    budget: float | Literal["patience"] | None = None
 
 
 @dataclass
@@ -185,7 +191,8 @@ PAPER = Recipe(
           reduce="mean", kappa_cross=4.5, kappa_self=0.87, lineless="open", vertical="left", empty_layer="open",
           cover="off"),
     Extension(align="corner", encoder_align="relative", soft=False),
-    Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False),
+    Retraining(reinitialize=False, dropout="keep", lr="keep", anneal="off", positional="keep", encoder_diagonal=False,
+              budget="patience"),
 )
 
 PROJECT = Recipe(
@@ -195,7 +202,8 @@ PROJECT = Recipe(
           kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest", empty_layer="first",
           cover="operands"),
     Extension(align="segments", encoder_align="relative", soft=False),
-    Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True),
+    Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True,
+               budget="patience"),
 )
 
 PRESETS: dict[str, Recipe] = {"paper": PAPER, "project": PROJECT}
@@ -239,6 +247,8 @@ def validate(r: Recipe) -> None:
         (t.dropout == "keep" or 0.0 <= t.dropout < 1.0, f"retraining.dropout must be in [0, 1) or keep, got {t.dropout}"),
         (t.lr == "keep" or t.lr > 0, f"retraining.lr must be > 0 or keep, got {t.lr}"),
         (t.anneal == "off" or 0.0 < t.anneal <= 1.0, f"retraining.anneal must be in (0, 1] or off, got {t.anneal}"),
+        (t.budget == "patience" or (isinstance(t.budget, (int, float)) and t.budget > 0),
+         f"retraining.budget must be patience or a number > 0, got {t.budget!r}"),
         (not (t.encoder_diagonal and "encoder" in ln.kinds),
          "retraining.encoder_diagonal replaces the encoder's calibration; drop 'encoder' from lines.kinds"),
     ]

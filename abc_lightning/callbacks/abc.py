@@ -17,6 +17,7 @@ tensors) and ``abc/phases.json``; ``AttentionHeatmaps`` draws the calibrated bia
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 from typing import Literal
@@ -61,6 +62,7 @@ class AttentionBiasCalibration(BiasStrategy):
         self.lines: dict = {}
         self.unread: list[list[int]] = []  # operand spans no cross-attention line above κ reads
         self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0}
+        self.steps = {"interpolate": 0, "retrain": 0}  # retrain: the budget, with retraining.budget a number
         self._mark = 0.0
 
     # ---- phases ---------------------------------------------------------------------
@@ -78,7 +80,12 @@ class AttentionBiasCalibration(BiasStrategy):
         phases = self.recipe.phases
         value = trainer.callback_metrics.get("val/acc")
         self.streak = self.streak + 1 if value is not None and float(value) >= phases.threshold else 0
-        if self.phase == "retrain" and self.streak and self.recipe.retraining.anneal != "off" and not self.annealed:
+        budget = self.recipe.retraining.budget
+        if self.phase == "retrain" and budget != "patience":  # a step budget: its end, not the threshold, stops
+            if trainer.global_step - self.steps["interpolate"] < self.steps["retrain"]:
+                return
+            self.streak = phases.retrain_patience
+        elif self.phase == "retrain" and self.streak and self.recipe.retraining.anneal != "off" and not self.annealed:
             self.annealed, self.streak = True, 0  # the patience is counted at the annealed rate
             self.set_lr(trainer, pl_module)
         if self.streak < (phases.patience if self.phase == "interpolate" else phases.retrain_patience):
@@ -96,6 +103,10 @@ class AttentionBiasCalibration(BiasStrategy):
                 pl_module.model.reinitialize(self.seed)
                 for optimizer in trainer.optimizers:
                     optimizer.state.clear()
+            self.steps["interpolate"] = trainer.global_step
+            if budget != "patience":  # whole validation intervals, at least one
+                every = int(trainer.val_check_batch) if isinstance(trainer.val_check_batch, int) else 1
+                self.steps["retrain"] = max(1, int(budget * trainer.global_step) // every) * every
             self.start_retraining(trainer, pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
             self.phase, self._mark = "retrain", time.perf_counter()
@@ -116,13 +127,23 @@ class AttentionBiasCalibration(BiasStrategy):
         pl_module.model.set_positional(retraining.positional == "keep")
         self.set_lr(trainer, pl_module)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        """With a retraining budget: the rate at this step of its cosine decay."""
+        if self.phase == "retrain" and self.recipe.retraining.budget != "patience":
+            self.set_lr(trainer, pl_module)
+
     def set_lr(self, trainer, pl_module) -> None:
-        """The retraining's learning rate (and its annealed value) in every optimizer."""
+        """The retraining's learning rate (annealed, or along its budget's cosine) in every optimizer."""
         retraining = self.recipe.retraining
-        if retraining.lr == "keep" and retraining.anneal == "off":
+        budget = retraining.budget != "patience"
+        if retraining.lr == "keep" and retraining.anneal == "off" and not budget:
             return
         lr = pl_module.hparams.lr if retraining.lr == "keep" else retraining.lr
-        lr *= retraining.anneal if self.annealed else 1.0
+        if budget:
+            done = (trainer.global_step - self.steps["interpolate"]) / max(1, self.steps["retrain"])
+            lr *= 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, done))))
+        else:
+            lr *= retraining.anneal if self.annealed else 1.0
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -209,6 +230,7 @@ class AttentionBiasCalibration(BiasStrategy):
     # ---- checkpoint state and artifacts ---------------------------------------------
     def state_dict(self) -> dict:
         return {"phase": self.phase, "streak": self.streak, "annealed": self.annealed, "seconds": dict(self.seconds),
+                "steps": dict(self.steps),
                 "lines": pack_lines(self.lines), "unread_operands": self.unread}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -216,6 +238,7 @@ class AttentionBiasCalibration(BiasStrategy):
         self.streak = state_dict.get("streak", 0)
         self.annealed = state_dict.get("annealed", False)
         self.seconds.update(state_dict.get("seconds", {}))
+        self.steps.update(state_dict.get("steps", {}))
         self.lines = unpack_lines(state_dict.get("lines", {}))
         self.unread = state_dict.get("unread_operands", [])
 
@@ -223,7 +246,7 @@ class AttentionBiasCalibration(BiasStrategy):
     def save_artifacts(self, trainer) -> None:
         out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
-        info = {"phase": self.phase, "seconds": self.seconds}
+        info = {"phase": self.phase, "seconds": self.seconds, "steps": self.steps}
         if self.unread:
             info["unread_operands"] = self.unread
         (out / "phases.json").write_text(json.dumps(info, indent=2))
