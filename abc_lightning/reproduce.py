@@ -387,6 +387,19 @@ def worst_failure_line(cell: Cell, row: dict) -> str:
     return f"- {cell.task} / {cell.label}, {row['length']} digits: " + "; ".join(parts)
 
 
+SHORT_LENGTHS = [1, 2, 3, 4, 5]  # the short-input column: below the 6 digits every table starts at
+
+
+def short_inputs(record: dict) -> float | None:
+    """A record's lowest accuracy on 1-5-digit inputs: from its test rows at those lengths,
+    else from its curve; None where it has neither."""
+    for rows in (record.get("rows", []), record.get("curve", [])):
+        found = [r["accuracy"] for r in rows if r["length"] in SHORT_LENGTHS]
+        if found:
+            return min(found)
+    return None
+
+
 def spread_of(values: list[float | None]) -> str:
     """One table cell over seeds: the value of a single seed, or ``median / min``."""
     present = [v for v in values if v is not None]
@@ -462,16 +475,19 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"attend globally, which is quadratic; `--long-only` adds both to finished cells). "
             f"*Worst* columns: accuracy on the task's worst-case set at that length (hand-picked inputs "
             f"such as 99…9 + 1, the same for every seed; `data.worst_case`, docs/results.md); – where the "
-            f"cell was not tested there. Families that fail are listed under the table.\n\n"
-            f"| task | config | seeds | ≥ 99 at 60 | {' | '.join(map(str, LENGTHS))} | "
+            f"cell was not tested there. "
+            f"*1-5*: the lowest accuracy on 1-5-digit inputs (as many samples as the rule above gives; "
+            f"from the curve's {CURVE_SAMPLES} where the test did not run them). "
+            f"Families that fail are listed under the table.\n\n"
+            f"| task | config | seeds | ≥ 99 at 60 | 1-5 | {' | '.join(map(str, LENGTHS))} | "
             f"{' | '.join(f'worst {n}' for n in WORST_LENGTHS)} | paper 60 | train time | command |\n"
-            f"|---|---|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
+            f"|---|---|---|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
     lines, failures = [], []
     for cell in cells:
         recs = sorted(by_key.get(cell.key, []), key=lambda r: r.get("seed", 0))
         if not recs:
             blank = " |" * (len(LENGTHS) + len(WORST_LENGTHS))
-            lines.append(f"| {cell.task} | {cell.label} | not run | |{blank} {cell.note or fmt(cell.paper60)} |  "
+            lines.append(f"| {cell.task} | {cell.label} | not run | | |{blank} {cell.note or fmt(cell.paper60)} |  "
                          f"| `{cell.command}` |")
             continue
         acc = [{r["length"]: r["accuracy"] for r in rec["rows"]} for rec in recs]
@@ -504,7 +520,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         notes = [f"seed {r.get('seed', 0)}: {r['note']}" if len(recs) > 1 else r["note"] for r in recs if "note" in r]
         if notes:  # a remark recorded by hand, e.g. a test stopped before it ended
             time_note += "; note: " + "; ".join(notes)
-        lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {cols} | {paper} | {time_note} "
+        short = spread_of([short_inputs(r) for r in recs])
+        lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {short} | {cols} | {paper} | {time_note} "
                      f"| `{first['command']}` |")
     text = head + "\n".join(lines) + "\n"
     if failures:

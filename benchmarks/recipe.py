@@ -31,7 +31,11 @@ SHORT = [1, 2, 3, 4, 5]
 TEST_LENGTHS = [*SHORT, 6, 10, 15, 20, 60]
 
 #: candidate -> (what it is, overrides on top of each cell's own command). One 'epoch' is 200 steps.
+#: Candidates named abc_* are ABC's (Table 3's cells, ``reproduce table3``); the rest ABS's (Table 1's).
 CANDIDATES = {
+    "abc_patience": ("ABC, the project preset: retraining ends after 30 validations at 99% (Table 3 at 0d32ca6)", []),
+    "abc_budget1": ("ABC, retraining for as many steps as the interpolation took, rate on a cosine to 0",
+                    ["--bias.retraining.budget=1.0"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (the configs of Table 1 at 0d32ca6)", []),
     "cos1k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
@@ -50,14 +54,18 @@ CANDIDATES = {
 COMMON = [f"--data.test_lengths={TEST_LENGTHS}".replace(" ", "")]
 
 
+def table_of(candidate: str) -> str:
+    return "table3" if candidate.startswith("abc_") else "table1"
+
+
 def record_path(candidate: str, cell: str, seed: int) -> Path:
-    return WORK / candidate / "table1" / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
+    return WORK / candidate / table_of(candidate) / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
 
 
 def run_one(candidate: str, cell: str, seed: int) -> str:
     if record_path(candidate, cell, seed).exists():
         return f"skip {candidate} {cell} seed {seed} (done)"
-    cmd = [sys.executable, "-m", "abc_lightning", "reproduce", "table1", "--results", str(WORK / candidate),
+    cmd = [sys.executable, "-m", "abc_lightning", "reproduce", table_of(candidate), "--results", str(WORK / candidate),
            "--jobs", "2", "--seeds", str(seed), "--only", cell, "--", *CANDIDATES[candidate][1], *COMMON]
     log = WORK / candidate / f"{cell}.seed{seed}.driver.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +94,10 @@ def summarize(records: list[dict]) -> dict:
             "599-601": lowest([599, 600, 601]), "worst": lowest([6, 10, 15, 20, 60, 599, 600, 601], "worst"),
             "exact": sum(all(r["accuracy"] == 100 and r.get("worst", 100) == 100 for r in rec["rows"])
                          for rec in records),
+            "phases": {r["seed"]: r["phases"] for r in records if "phases" in r},
+            "at60_99": sum((rows(r).get(60, {}).get("accuracy") or 0) >= 99 for r in records),
+            "retrain_over_interpolate": max((r["phases"]["retrain"] / r["phases"]["interpolate"] for r in records
+                                             if r.get("phases")), default=None),
             "per_seed_60_600": {r["seed"]: [rows(r).get(60, {}).get("accuracy"), rows(r).get(600, {}).get("accuracy")]
                                 for r in records},
             "command": records[0]["command"]}
@@ -100,7 +112,7 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
     for cand_dir in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name in CANDIDATES):
         for group, seeds in seed_sets.items():
             by_cell: dict[str, list[dict]] = {}
-            for path in sorted((cand_dir / "table1").glob("*.json")):
+            for path in sorted((cand_dir / table_of(cand_dir.name)).glob("*.json")):
                 rec = json.loads(path.read_text())
                 if rec["seed"] in seeds:
                     by_cell.setdefault(path.name.split(".")[0], []).append(rec)
@@ -109,18 +121,21 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
     lines = ["## Recipe search: short schedules against Table 1's ABS verdicts", "",
              "Each row: one candidate on one cell, the lowest figure over the seeds run (accuracy %, "
              "random inputs; *worst*: every worst-case set at 6-601 digits). *exact*: seeds at 100% on every "
-             "length and worst case tested. One torch thread per run, two runs at a time. Picked on seeds 0-2; "
+             "length and worst case tested. *retrain ÷ interpolate*: ABC's phase times, the largest over the seeds. One torch thread per run, two runs at a time. Picked on seeds 0-2; "
              "seeds 5-9 are held out. Remake: `OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates <c> "
              "--cells <cell> --seeds <s>`, then `python benchmarks/recipe.py summary`.", ""]
     for cand, groups in table.items():
         lines += [f"### `{cand}`: {CANDIDATES[cand][0]}", "", "`" + " ".join(CANDIDATES[cand][1]) + "`", "",
-                  "| seeds | cell | exact | steps | train s | 1-5 | 6-20 | 60 | 599-601 | worst |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| seeds | cell | exact | ≥ 99 at 60 | steps | train s | retrain ÷ interpolate | 1-5 | 6-20 | 60 | "
+                  "599-601 | worst |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for group, cells in groups.items():
             for cell, s in cells.items():
-                lines.append(f"| {group} ({','.join(map(str, s['seeds']))}) | {cell} | {s['exact']}/{len(s['seeds'])} | "
-                             f"{'/'.join(map(str, sorted(set(s['steps']))))} | "
-                             f"{fmt(min(s['train_seconds']))}–{fmt(max(s['train_seconds']))} | {fmt(s['short'])} | "
+                n = len(s["seeds"])
+                lines.append(f"| {group} ({','.join(map(str, s['seeds']))}) | {cell} | {s['exact']}/{n} | "
+                             f"{s['at60_99']}/{n} | {'/'.join(map(str, sorted(set(s['steps']))))} | "
+                             f"{fmt(min(s['train_seconds']))}–{fmt(max(s['train_seconds']))} | "
+                             f"{fmt(s['retrain_over_interpolate'])} | {fmt(s['short'])} | "
                              f"{fmt(s['6-20'])} | {fmt(s['60'])} | {fmt(s['599-601'])} | {fmt(s['worst'])} |")
         lines.append("")
     OUT.parent.mkdir(parents=True, exist_ok=True)
