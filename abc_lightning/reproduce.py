@@ -307,10 +307,12 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]
+    start = time.perf_counter()
     if cell.curve:
         record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
                                     ["--data.worst_case=false"])[0]
     record["rows"] += long_rows(cell, out_dir, extra, record["rows"])
+    record["other_test_seconds"] = round(time.perf_counter() - start, 1)  # the curve and the long lengths
     return record
 
 
@@ -454,6 +456,14 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     commit = (f"`{only}`" if only else
               "several: " + ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items()) if commits else "none")
     runs = sorted({(r.get("jobs", 1), threads_of(r)) for r in every})
+    jobs = max((r.get("jobs", 1) for r in every), default=1)
+    busy = [r["train_seconds"] + r.get("test_seconds", 0) + r.get("other_test_seconds", 0) for r in every]
+    took = (f" Its {len(every)} runs took {sum(busy) / 3600:.1f} h of run time in all (train and every test; "
+            f"training alone {sum(r['train_seconds'] for r in every) / 3600:.1f} h), about "
+            f"{sum(busy) / jobs / 3600:.1f} h of wall time at {jobs} at a time"
+            + ("" if all("other_test_seconds" in r for r in every) else
+               "; records made before the curve and long-length tests were timed count their main test only")
+            + ".") if every else ""
     how = "; ".join(f"{j} cell(s) at a time with {t} torch thread(s) each" for j, t in runs) or "no cells run yet"
     seeds = sorted({r.get("seed", 0) for r in every})
     cpus = sorted({r["cpu"] for r in every if r.get("cpu")})  # records from before they named it have none
@@ -465,7 +475,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}{kernels}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
             f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
-            f"--data.seed=S`). Regenerate{checkout} into a folder of its own (add `--results <empty folder>`: "
+            f"--data.seed=S`).{took} Regenerate{checkout} into a folder of its own (add `--results <empty folder>`: "
             f"finished cells are skipped, and a checkout's `results/` holds the records it was committed with): "
             f"{regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "

@@ -17,6 +17,12 @@ Sections (each writes its figures into ``<out>.json`` and ``<out>.md``):
 * ``training``: training throughput (tokens/s) for each ABS Table 1 cell, and the
   time to the first validation at 100% on 60 digits, estimated as (step of that
   validation, from the committed Table 1 fit metrics) ÷ (measured steps/s).
+* ``steps``: where a fit's time goes, in one run, on the same batches: optimizer steps/s
+  with attention through ``scaled_dot_product_attention`` and the additive bias (what the
+  model does), through plain matmul-softmax (before), and under ``torch.compile``
+  (compile time apart), with the largest loss difference from the eager model over the
+  steps; and the seconds of one validation pass, by validation set, beside the seconds of
+  the 200 training steps between two validations.
 """
 
 from __future__ import annotations
@@ -166,6 +172,73 @@ def training_section(cells: dict[str, list[str]], steps: int = 60) -> list[dict]
     return rows
 
 
+def _matmul_attention(q, k, v, attn_mask=None, **_):
+    """softmax(q·kᵀ/√d + bias)·v without SDPA: the attention before it."""
+    import math
+
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores if attn_mask is None else scores + attn_mask, dim=-1) @ v
+
+
+def steps_section(cell: str = "addition_T3", steps: int = 40) -> dict:
+    """Steps/s of one cell's training under three attention paths, and a validation's cost."""
+    import torch.nn.functional as F
+
+    from abc_lightning.model import attention
+
+    config, *overrides = ABS_CELLS[cell]
+    out = {"cell": cell, "steps": steps, "variants": []}
+    batches, losses = None, {}
+    for variant in ("sdpa", "matmul", "compile"):
+        torch.manual_seed(0)
+        model, dm = build(config, *overrides)
+        model.train()
+        if batches is None:
+            dm.setup("fit")
+            loader = iter(dm.train_dataloader())
+            batches = [next(loader) for _ in range(steps + 5)]
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = model.loss
+        if variant == "compile":
+            loss_fn = torch.compile(model.loss)
+        original = attention.F.scaled_dot_product_attention
+        if variant == "matmul":
+            attention.F.scaled_dot_product_attention = _matmul_attention
+        seen = []
+
+        def step(batch):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(batch)
+            loss.backward()
+            opt.step()
+            seen.append(float(loss))
+
+        try:
+            t_first, _ = timed(lambda: [step(b) for b in batches[:5]])  # includes compiling
+            t, _ = timed(lambda: [step(b) for b in batches[5:]])
+        finally:
+            attention.F.scaled_dot_product_attention = original
+        losses[variant] = seen
+        out["variants"].append({"attention": variant, "steps_per_s": round(steps / t, 2),
+                                "first_5_steps_s": round(t_first, 1),
+                                "max_loss_diff_vs_sdpa": round(max(abs(a - b) for a, b in zip(seen, losses["sdpa"])), 6)})
+        print(out["variants"][-1], flush=True)
+    # one validation pass, by set, under the eager model
+    model, dm = build(config, *overrides)
+    dm.setup("fit")
+    per_set = {}
+    with torch.inference_mode():
+        for ds in dm._val:
+            per_set[str(ds.tag)] = round(timed(lambda: [model.model.generate(b["src"], b["tgt_out"].shape[1])
+                                                        for b in _batches(ds, dm.eval_batch_size)])[0], 2)
+    sdpa = out["variants"][0]["steps_per_s"]
+    out.update(validation_seconds_by_set=per_set, validation_seconds=round(sum(per_set.values()), 2),
+               train_seconds_per_200_steps=round(200 / sdpa, 1),
+               val_sizes={str(ds.tag): len(ds) for ds in dm._val})
+    print(out, flush=True)
+    return out
+
+
 def markdown(record: dict) -> str:
     conditions = f" ({record['note']})" if record.get("note") else ""
     out = [f"### Speed benchmarks\n\n`python benchmarks/speed.py`{conditions} on {record['machine']}, {record['date']}.\n"]
@@ -192,12 +265,22 @@ def markdown(record: dict) -> str:
                 f"| {r['first_100_at_60_step'] or '–'} | "
                 f"{'–' if r['est_seconds_to_100_at_60'] is None else str(r['est_seconds_to_100_at_60']) + ' s'} |"
                 for r in record["training"]]
+    if "steps" in record:
+        r = record["steps"]
+        out += [f"\n#### Where a fit's time goes ({r['cell']}, {r['steps']} steps on the same batches)\n",
+                "| attention | steps/s | first 5 steps (s; compiling included) | largest loss difference from SDPA |",
+                "|---|---|---|---|"]
+        out += [f"| {v['attention']} | {v['steps_per_s']} | {v['first_5_steps_s']} | {v['max_loss_diff_vs_sdpa']} |"
+                for v in r["variants"]]
+        out += ["", f"One validation pass: {r['validation_seconds']} s ({r['validation_seconds_by_set']}, samples "
+                f"{r['val_sizes']}), against {r['train_seconds_per_200_steps']} s for the 200 training steps "
+                "between two validations."]
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", choices=["decode", "protocol", "training"],
+    parser.add_argument("--only", nargs="*", choices=["decode", "protocol", "training", "steps"],
                         default=["decode", "protocol", "training"])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--cells", nargs="*", default=list(ABS_CELLS), choices=list(ABS_CELLS))
@@ -220,6 +303,8 @@ def main() -> None:
         record["protocol"] = [r for r in record.get("protocol", []) if r["cell"] not in cells] + fresh
     if "training" in args.only:
         record["training"] = training_section(cells)
+    if "steps" in args.only:
+        record["steps"] = steps_section()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(record, indent=2))
     out.with_suffix(".md").write_text(markdown(record))

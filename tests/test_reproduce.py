@@ -11,20 +11,24 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
     cells = [Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor"),
              Cell("addition", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Addition",), "abs_addition")]
     rows = [{"length": n, "accuracy": 100.0} for n in (6, 10, 15, 20)]
+    short = [{"length": n, "accuracy": 100.0 if n != 2 else 97.5} for n in (1, 2, 3, 4, 5)]
     rows.append({"length": 60, "accuracy": 100.0, "worst": 96.15, "worst_families": {"all_nines": 0.0, "carry": 100.0},
                  "worst_failures": [{"length": 60, "family": "all_nines", "input": "9" * 60, "output": "0",
                                      "expected": "1" + "0" * 60}]})
-    records = {"abs_successor": {"rows": rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
+    records = {"abs_successor": {"rows": short + rows, "train_seconds": 42.0, "steps": 1000, "command": cells[0].command}}
     text = write_table("table1", cells, records, tmp_path)
-    header = ("| task | config | seeds | ≥ 99 at 60 | 6 | 10 | 15 | 20 | 60 | 599 | 600 | 601 | 10000 | worst 60 | worst 599 "
+    header = ("| task | config | seeds | ≥ 99 at 60 | 1-5 | 6 | 10 | 15 | 20 | 60 | 599 | 600 | 601 | 10000 | worst 60 | worst 599 "
               "| worst 600 | worst 601 | worst 10000 | paper 60 | train time | command |")
     assert header in text
-    assert ("| successor | + T=3 | 1 | 1/1 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | – | – | 100 "
+    assert ("| successor | + T=3 | 1 | 1/1 | 97.5 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | – | – | 100 "
             "| 42 s (1000 steps) |") in text
-    assert "| addition | + T=3 | not run | | | | | | | | | | | | | | | | 100 |" in text  # 21 columns, as the header
+    assert "| addition | + T=3 | not run | | | | | | | | | | | | | | | | | 100 |" in text  # 22 columns, as the header
+    assert "Its 1 runs took 0.0 h of run time" in text
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
     # a failure at a length without a column (20 digits) is listed when the columns' lengths are clean
+    records["abs_successor"]["rows"] = rows  # no short lengths: the 1-5 column is blank
+    assert "| successor | + T=3 | 1 | 1/1 | – | 100 |" in write_table("table1", cells, records, tmp_path)
     rows[3].update(worst=50.0, worst_families={"carry": 50.0})
     assert "20 digits" not in write_table("table1", cells, records, tmp_path)  # 60 fails: that line says it
     rows[4].update(worst=100.0, worst_families={"all_nines": 100.0, "carry": 100.0}, worst_failures=[])
@@ -40,7 +44,7 @@ def test_table_only_rebuilds_from_records_without_training(tmp_path, monkeypatch
     (cell_dir / "abs_parity.json").write_text(json.dumps(
         {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
-    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
 
 
 def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
@@ -80,8 +84,8 @@ def test_long_only_adds_the_599_to_601_and_10000_digit_rows_to_finished_cells(tm
     assert calls == [("abs_parity", "long", [599, 600, 601], 1000), ("parity_T3_encoder_w1", "long", [599, 600, 601], 1000),
                      ("parity_T3_encoder_w1", "huge", [10000], 100)]
     text = Path(tmp_path / "table1.md").read_text()
-    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | – |" in text
-    assert "| parity | + T=3, encoder window w=1 (ours) | 1 | 1/1 | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | 99.5 |" in text
+    assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | – |" in text
+    assert "| parity | + T=3, encoder window w=1 (ours) | 1 | 1/1 | – | – | – | – | – | 100 | 99.5 | 99.5 | 99.5 | 99.5 |" in text
     reproduce.main(["table1", "--long-only", "--results", str(tmp_path)])
     assert len(calls) == 3  # already there: not tested again
 
@@ -157,7 +161,7 @@ def test_seeds_run_once_each_are_skipped_when_done_and_summarised_as_median_and_
     assert [(k, s) for k, s, _ in seen] == [("abs_parity.seed2", 2)]  # finished seeds are skipped
     text = (tmp_path / "table1.md").read_text()
     # median 99.5 and min 97 at 60 digits; 2 of 3 seeds at >= 99%
-    assert "| parity | + T=3 | 3 | 2/3 | – | – | – | – | 99.5 / 97 |" in text
+    assert "| parity | + T=3 | 3 | 2/3 | – | – | – | – | – | 99.5 / 97 |" in text
     assert "median 11 s (100–300 steps)" in text and "Seeds: 0, 1, 2" in text
     abc = next(c for c in reproduce.table3_cells() if c.key == "abc_parity").for_seed(3)
     assert abc.key == "abc_parity.seed3" and abc.command.endswith("--seed_everything=3 --data.seed=3")
