@@ -16,7 +16,9 @@ from pathlib import Path
 
 import torch
 import yaml
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from abc_lightning import files
 from abc_lightning.errors import CheckpointError
 
 #: Where a checkpoint keeps the resolved config of the fit that wrote it.
@@ -128,3 +130,14 @@ def conflicts(stored: dict, given: dict, stage: str) -> list[str]:
     a, b = identity(stored, stage), identity(given, stage)
     return [f"{k} (checkpoint {a.get(k, 'unset')}, given {b.get(k, 'unset')})"
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, with each checkpoint written beside its target and
+    renamed (:mod:`abc_lightning.files`): an interrupted save leaves the previous
+    ``last.ckpt`` whole and loadable. The CLI gives it to every Trainer."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.save(checkpoint, path)

@@ -23,10 +23,11 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
+from abc_lightning import files
 from abc_lightning.data import ArithmeticDataModule, data_module_names
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
-from abc_lightning.checkpoints import (CKPT_KEYWORDS, check_compatible, conflicts, flatten, load_checkpoint,
-                                       stored_config)
+from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
+                                       load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer
 from abc_lightning.wandb_logging import make_logger
 
@@ -195,6 +196,8 @@ class ABCLightningCLI(LightningCLI):
 
     def _instantiate_trainer(self, config: dict, callbacks: list) -> "Trainer":  # noqa: F821
         # an empty ``bias`` slot (no strategy) is None among the extra callbacks
+        if not config.get("plugins"):  # checkpoints written whole or not at all
+            config = {**config, "plugins": [AtomicCheckpointIO()]}
         return super()._instantiate_trainer(config, [c for c in callbacks if c is not None])
 
     def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
@@ -373,7 +376,7 @@ class ABCLightningCLI(LightningCLI):
         rows = sorted(self.model.predictions, key=lambda r: r["index"])
         out = run_dir(self.trainer)
         out.mkdir(parents=True, exist_ok=True)
-        with (out / "predictions.jsonl").open("w") as fh:
+        with files.atomic_open(out / "predictions.jsonl", "w") as fh:
             for r in rows:
                 fh.write(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n")
         shown = rows[:SHOWN]

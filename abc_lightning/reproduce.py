@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from abc_lightning import files
+
 LENGTHS = [6, 10, 15, 20, 60, 599, 600, 601, 10000]
 # beyond the paper's protocol, on fewer samples; three neighbours, because an input's length
 # mod 3 decides the phase at which period-3 CPI meets it (600 has the training frame's)
@@ -536,8 +538,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     text = head + "\n".join(lines) + "\n"
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
-    (out / f"{table}.md").write_text(text)
-    (out / f"{table}.json").write_text(json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None,
+    files.write_text(out / f"{table}.md", text)
+    files.write_text(out / f"{table}.json", json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None,
                                                     "commits": commits, "date": date, "cells": every}, indent=2))
     return text
 
@@ -598,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                 new = long_rows(cell, cell_dir(cell), extra, record["rows"])
                 if new:
                     record["rows"] += new
-                    path.write_text(json.dumps(record, indent=2))
+                    files.write_text(path, json.dumps(record, indent=2))
         args.table_only = True
 
     queue = [c.for_seed(s) for s in seeds for c in cells if todo(c.for_seed(s))]
@@ -612,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as error:  # a failed command: the other cells go on, and the table keeps what finished
             say(f"[reproduce] failed {cell.key}: {error}")
             return cell.key
-        (cell_dir(cell) / f"{cell.key}.json").write_text(json.dumps(record, indent=2))
+        files.write_text(cell_dir(cell) / f"{cell.key}.json", json.dumps(record, indent=2))
         say(f"[reproduce] done {cell.key} {progress.done(record)}")
         return None
 
@@ -634,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             if not record.get("commit") and previous.get("commit"):
                 # a record from before records kept their commit takes the table's, once, for good
                 record.update(commit=previous["commit"], date=record.get("date") or previous.get("date"))
-                path.write_text(json.dumps(record, indent=2))
+                files.write_text(path, json.dumps(record, indent=2))
             records.setdefault(cell.key, []).append(record)
     print(write_table(args.table, cells, records, out))
     curves: dict[str, dict[str, list[dict]]] = {}
@@ -646,8 +648,8 @@ def main(argv: list[str] | None = None) -> int:
         from abc_lightning.plotting import accuracy_curves
 
         figure = out / f"{args.table}_curves.png"
-        accuracy_curves(curves, title=f"{args.table}: accuracy by length ({CURVE_SAMPLES} samples per length)"
-                        ).savefig(figure, dpi=120)
+        files.savefig(accuracy_curves(curves, title=f"{args.table}: accuracy by length ({CURVE_SAMPLES} samples "
+                                                     "per length)"), figure, dpi=120)
         print(f"figure written to {figure}")
     if failed:
         sys.stderr.write(f"abc_lightning: error: {len(failed)} of {len(queue)} run(s) failed ({', '.join(failed)}); "

@@ -41,6 +41,7 @@ from queue import Queue
 
 import yaml
 
+from abc_lightning import files
 from abc_lightning.errors import ConfigError
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
@@ -194,7 +195,7 @@ def write_summary(root: Path, spec: dict, combos: list[dict]) -> Path | None:
     columns = [c for c in columns if c not in acc and c not in ("train s", "steps", "wall s")]
     columns += acc + [c for c in ("train s", "steps", "wall s") if any(c in r for r in rows)]
     root.mkdir(parents=True, exist_ok=True)
-    with (root / "summary.csv").open("w", newline="") as fh:
+    with files.atomic_open(root / "summary.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
@@ -210,10 +211,10 @@ def write_summary(root: Path, spec: dict, combos: list[dict]) -> Path | None:
         import matplotlib.pyplot as plt
 
         fig = sweep_heatmaps(rows, axes, metric, title=f"{root.name}: {metric} (%)")
-        fig.savefig(root / "summary.png", dpi=100)
+        files.savefig(fig, root / "summary.png", dpi=100)
         plt.close(fig)
         lines += ["", f"![{metric} over the swept axes](summary.png)"]
-    (root / "summary.md").write_text("\n".join(lines) + "\n")
+    files.write_text(root / "summary.md", "\n".join(lines) + "\n")
     return root / "summary.md"
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from abc_lightning import files
 from abc_lightning.biases.abc import CalibratedBias, lines_from_attention, pack_lines, unpack_lines, unread_operands
 from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining, resolve
 from abc_lightning.callbacks.strategy import BiasStrategy
@@ -192,7 +193,7 @@ class AttentionBiasCalibration(BiasStrategy):
         out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().clone() for k, v in pl_module.model.state_dict().items()}
-        torch.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
+        files.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
 
     def report_unread(self, trainer) -> None:
         """One line when an operand is read by no cross-attention line above κ: with a
@@ -249,8 +250,6 @@ class AttentionBiasCalibration(BiasStrategy):
         info = {"phase": self.phase, "seconds": self.seconds, "steps": self.steps}
         if self.unread:
             info["unread_operands"] = self.unread
-        (out / "phases.json").write_text(json.dumps(info, indent=2))
+        files.write_text(out / "phases.json", json.dumps(info, indent=2))
         if self.lines:
-            tmp = out / "lines.pt.tmp"
-            torch.save(pack_lines(self.lines), tmp)
-            tmp.replace(out / "lines.pt")
+            files.save(pack_lines(self.lines), out / "lines.pt")

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from abc_lightning import files
 from abc_lightning.biases.calibration import CalibratedLines, extend
 from abc_lightning.callbacks.abc import AttentionBiasCalibration
 from abc_lightning.callbacks.training import run_dir
@@ -96,7 +97,7 @@ class AttentionHeatmaps(L.Callback):
         paths = []
         for name, fig in figures.items():
             path = out / f"{tag}_{name}.png"
-            fig.savefig(path, dpi=90)
+            files.savefig(fig, path, dpi=90)
             paths.append(path)
             for logger in trainer.loggers:
                 if hasattr(logger, "log_image"):  # W&B
@@ -119,7 +120,7 @@ def draw_bias_figures(lines_by_kind: dict, dm, out: Path) -> list[Path]:
                 q, k = _size(dm, kind, length, lines)
                 title = f"ABC {kind} bias{f', layer {i + 1}' if per_layer else ''}, {dm.task.name}, {q}×{k}"
                 fig = bias_heatmaps(extend(lines, q, k), title)
-                fig.savefig(out / f"{stem}{tag}.png", dpi=100)
+                files.savefig(fig, out / f"{stem}{tag}.png", dpi=100)
                 plt.close(fig)
                 written.append(out / f"{stem}{tag}.png")
     return written

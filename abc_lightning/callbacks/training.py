@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import ProgressBar, Timer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
+from abc_lightning import files
 from abc_lightning.evaluation import rows_from_metrics
 
 
@@ -150,11 +151,12 @@ class AccuracyTable(L.Callback):
         if failures:
             record["worst_failures"] = failures
         title = f"{dm.task.name}: {stage} accuracy by length"
-        (out / f"{stage}_accuracy.json").write_text(json.dumps(record, indent=2))
-        (out / f"{stage}_accuracy.md").write_text(markdown_table(rows, title, failures))
+        files.write_text(out / f"{stage}_accuracy.json", json.dumps(record, indent=2))
+        files.write_text(out / f"{stage}_accuracy.md", markdown_table(rows, title, failures))
         sweep_record = os.environ.get("ABC_LIGHTNING_SWEEP_RECORD")  # set by the local sweep runner
         if sweep_record and Path(sweep_record).is_dir():
-            (Path(sweep_record) / f"{stage}_accuracy.json").write_text(json.dumps({**record, "run_dir": str(out)}, indent=2))
+            files.write_text(Path(sweep_record) / f"{stage}_accuracy.json",
+                             json.dumps({**record, "run_dir": str(out)}, indent=2))
         for logger in trainer.loggers:
             if hasattr(logger, "log_table") and rows:  # W&B: a table per run, so a dashboard overlays a sweep
                 columns = ["length", "accuracy", "samples"] + (["worst_case", "worst_case_samples"]
@@ -237,7 +239,7 @@ class RunInfo(L.Callback):
                 "torch_threads": torch.get_num_threads(), "deterministic": torch.are_deterministic_algorithms_enabled()}
         out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "run_info.json").write_text(json.dumps(info, indent=2))
+        files.write_text(out / "run_info.json", json.dumps(info, indent=2))
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._write(trainer, "fit")
