@@ -180,7 +180,7 @@ def _matmul_attention(q, k, v, attn_mask=None, **_):
     return torch.softmax(scores if attn_mask is None else scores + attn_mask, dim=-1) @ v
 
 
-def steps_section(cell: str = "addition_T3", steps: int = 40) -> dict:
+def steps_section(cell: str = "abs_addition", steps: int = 40) -> dict:
     """Steps/s of one cell's training under three attention paths, and a validation's cost."""
     import torch.nn.functional as F
 
