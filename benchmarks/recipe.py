@@ -36,6 +36,9 @@ CANDIDATES = {
     "abc_patience": ("ABC, the project preset: retraining ends after 30 validations at 99% (Table 3 at 0d32ca6)", []),
     "abc_budget1": ("ABC, retraining for as many steps as the interpolation took, rate on a cosine to 0",
                     ["--bias.retraining.budget=1.0"]),
+    "abc_finetune1": ("ABC, fine-tuning the interpolating model (no re-initialization) for as many steps as the "
+                      "interpolation took, rate on a cosine to 0",
+                      ["--bias.retraining.budget=1.0", "--bias.retraining.reinitialize=false"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (the configs of Table 1 at 0d32ca6)", []),
     "cos1k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
