@@ -39,7 +39,9 @@ CANDIDATES = {
     "abc_finetune1": ("ABC, fine-tuning the interpolating model (no re-initialization) for as many steps as the "
                       "interpolation took, rate on a cosine to 0",
                       ["--bias.retraining.budget=1.0", "--bias.retraining.reinitialize=false"]),
-    "const8k": ("Adam 1e-3 constant, 8,000 steps (the configs of Table 1 at 0d32ca6)", []),
+    "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
+                ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
+                 "--model.lr_schedule=constant"]),
     "cos1k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",

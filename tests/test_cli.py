@@ -74,8 +74,7 @@ def test_bad_config_values_get_one_line(capsys, override, expected):
 
 
 @pytest.mark.parametrize("name,expected", [
-    ("abs_parity.yaml", "since abc_lightning 0.2 one config serves every task: --config configs/abs.yaml --data=Parity"),
-    ("abc_nx1.yaml", "--config configs/abc.yaml --data=Nx1"),
+    ("abs_subtraction.yaml", "one config serves every task: --config configs/abs.yaml --data=Subtraction"),
     ("abs_signed_subtraction.yaml", "--config configs/abs.yaml --data=SignedSubtraction"),
     ("nothing.yaml", "'abs.yaml'"),
 ])
@@ -169,3 +168,26 @@ def test_config_goes_to_each_runs_own_folder_whatever_the_primary_logger(tmp_pat
     for _ in range(2):  # two CSV runs sharing save_dir and name: two folders, two configs
         assert run_cli(["fit", "--config", DEBUG, "--trainer.max_epochs=0"]) == 0
     assert all(Path(f"runs/debug/version_{v}/config.yaml").is_file() for v in (0, 1))
+
+
+PER_TASK = sorted((ROOT / "configs").glob("ab[sc]_*.yaml"))
+
+
+def resolved(*args: str) -> dict:
+    cli = ABCLightningCLI(args=[*args, "--trainer.logger=false"], run=False)
+    config = cli.parser.dump(cli.config, skip_none=False, skip_validation=True)
+    return {k: v for k, v in __import__("yaml").safe_load(config).items() if k != "config"}
+
+
+def test_there_is_a_config_for_each_paper_cell_people_name():
+    assert {p.name for p in PER_TASK} == {f"{s}_{t}.yaml" for s in ("abs", "abc")
+                                           for t in ("successor", "addition", "parity", "nx1")}
+
+
+@pytest.mark.parametrize("config", PER_TASK, ids=lambda p: p.name)
+def test_each_per_task_config_is_its_base_config_with_the_task_flag(config):
+    from abc_lightning.tasks import class_name
+
+    base, task = config.stem.split("_", 1)
+    assert resolved("--config", str(config)) == resolved("--config", str(ROOT / "configs" / f"{base}.yaml"),
+                                                        f"--data={class_name(task)}")
