@@ -32,6 +32,7 @@ import csv
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -241,7 +242,8 @@ def steps_section(cell: str = "abs_addition", steps: int = 40) -> dict:
 
 def markdown(record: dict) -> str:
     conditions = f" ({record['note']})" if record.get("note") else ""
-    out = [f"### Speed benchmarks\n\n`python benchmarks/speed.py`{conditions} on {record['machine']}, {record['date']}.\n"]
+    command = record.get("command", "python benchmarks/speed.py")
+    out = [f"### Speed benchmarks\n\n`{command}`{conditions} on {record['machine']}, {record['date']}.\n"]
     if "decode" in record:
         out += ["#### Greedy decoding, addition, NoPE + w=1 (d 64, 4 heads, 1 + 3 layers)\n",
                 "| digits | steps | naive (samples/s) | KV cache (samples/s) | KV cache + band (samples/s) "
@@ -292,7 +294,8 @@ def main() -> None:
     torch.manual_seed(0)
     out = Path(args.out)
     record = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
-    record.update(machine=machine(), date=time.strftime("%Y-%m-%d"))
+    record.update(machine=machine(), date=time.strftime("%Y-%m-%d"),
+                  command=" ".join(["python benchmarks/speed.py", *sys.argv[1:]]))
     if args.note is not None:
         record["note"] = args.note
     cells = {k: ABS_CELLS[k] for k in args.cells}
