@@ -163,11 +163,13 @@ class ArithmeticTransformer(L.LightningModule):
         """A decaying ``lr_schedule`` needs a finite step budget longer than its warmup
         (checked before a run starts)."""
         schedule = self.hparams.get("lr_schedule", "constant")
+        if schedule == "constant":
+            return
         loop = trainer.fit_loop
-        if schedule != "constant" and loop.max_steps in (None, -1) and loop.max_epochs in (None, -1):
+        if loop.max_steps in (None, -1) and loop.max_epochs in (None, -1):
             raise ConfigError(f"model.lr_schedule={schedule} decays over the fit's step budget: set "
                               "trainer.max_epochs or trainer.max_steps")
-        if schedule != "constant" and loop.max_steps not in (None, -1) and loop.max_steps <= self.hparams.warmup_steps:
+        if loop.max_steps not in (None, -1) and loop.max_steps <= self.hparams.warmup_steps:
             raise ConfigError(f"model.lr_schedule={schedule}: trainer.max_steps={loop.max_steps} must exceed "
                               f"model.warmup_steps={self.hparams.warmup_steps}")
 
