@@ -42,6 +42,10 @@ CANDIDATES = {
     "abc_finetune1_nodrop": ("ABC, fine-tuning as abc_finetune1, without the retraining's dropout (the model's 0)",
                              ["--bias.retraining.budget=1.0", "--bias.retraining.reinitialize=false",
                               "--bias.retraining.dropout=keep"]),
+    "abc_finetune05_nodrop": ("ABC, fine-tuning the interpolating model without dropout for half as many steps as "
+                              "the interpolation took, rate on a cosine to 0",
+                              ["--bias.retraining.budget=0.5", "--bias.retraining.reinitialize=false",
+                               "--bias.retraining.dropout=keep"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
