@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from abc_lightning.checkpoints import load_checkpoint, stored_config
-from abc_lightning.errors import CheckpointError
+from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.evaluation import decode_batch, evaluate_by_length, group_inputs
 
 
@@ -36,10 +36,15 @@ class TrainedModel:
     def task(self):
         return self.data.task
 
-    def predict_rows(self, inputs: list[str], batch_size: int | None = None) -> list[dict]:
+    def predict_rows(self, inputs: list[str] | str, batch_size: int | None = None) -> list[dict]:
         """One row per input, in order: ``input``, ``output`` (the answer), ``expected``,
         ``correct`` (the whole output sequence matched) and both raw token strings. Inputs
-        are decoded in batches of equal length."""
+        are decoded in batches of equal length; a bare string is one input."""
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, (list, tuple)):
+            raise InputError(f"inputs must be a list of strings such as {[self.task.example_input()]}, "
+                             f"got {type(inputs).__name__}")
+        batch_size = positive("batch_size", batch_size)
         parsed = [self.data.parse(text) for text in inputs]
         rows = []
         with torch.inference_mode():
@@ -47,9 +52,11 @@ class TrainedModel:
                 rows += decode_batch(self.module.model, self.task, batch)
         return [{k: v for k, v in row.items() if k != "index"} for row in sorted(rows, key=lambda r: r["index"])]
 
-    def predict(self, inputs: list[str], batch_size: int | None = None) -> list[str]:
-        """The model's answers to ``inputs`` (e.g. ``["123+456"]`` for addition), in order."""
-        return [row["output"] for row in self.predict_rows(inputs, batch_size)]
+    def predict(self, inputs: list[str] | str, batch_size: int | None = None) -> list[str] | str:
+        """The model's answers to ``inputs`` (e.g. ``["123+456"]`` for addition), in order;
+        one answer for one bare string (``"123+456"`` -> ``"579"``)."""
+        answers = [row["output"] for row in self.predict_rows(inputs, batch_size)]
+        return answers[0] if isinstance(inputs, str) else answers
 
     def attention(self, text: str) -> dict[str, list[torch.Tensor]]:
         """Attention weights on the model's own answer to ``text``: ``{kind: [(heads, q, k)
@@ -67,10 +74,30 @@ class TrainedModel:
         ``worst_case`` the worst-case set's ``worst``, ``worst_samples`` and ``worst_families``."""
         from abc_lightning.data import check_lengths
 
-        lengths = check_lengths("lengths", list(lengths))
+        lengths = check_lengths("lengths", [lengths] if isinstance(lengths, int) else list(lengths))
+        samples = positive("samples", samples)
+        batch_size = positive("batch_size", batch_size)
         with torch.inference_mode():
             return evaluate_by_length(self.module.model, self.data, lengths, samples,
                                       batch_size or self.data.eval_batch_size, worst_case)
+
+
+def positive(name: str, value: int | None) -> int | None:
+    """An optional count must be an integer >= 1 (the CLI's rule for data sizes)."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device {device!r} is not a torch device; e.g. 'cpu', 'cuda' or 'cuda:1'") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ConfigError(f"device {str(device)!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s) here; "
+                          "use 'cpu'" + (" or 'cuda:0'" if torch.cuda.is_available() else ""))
+    return device
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
@@ -78,6 +105,7 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
     from abc_lightning.cli import Unseeded, quiet_third_party
 
     quiet_third_party()
+    device = check_device(device)
     ckpt = load_checkpoint(path)
     config = stored_config(ckpt)
     if config is None:

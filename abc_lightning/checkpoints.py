@@ -35,6 +35,10 @@ def load_plain(path: str | Path, what: str = "checkpoint") -> object:
     only. A missing, corrupt or unsafe file (one that would run code when loaded) gets a
     CheckpointError that names ``what`` it should have been."""
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(str(p) for p in path.rglob("*.ckpt"))[:3]
+        raise CheckpointError(f"{what} {path} is a folder; name a file" + (f", e.g. {inside}" if inside else
+                                                                             " (it holds no .ckpt)"))
     if not path.is_file():
         raise CheckpointError(f"{what} not found: {path}")
     try:

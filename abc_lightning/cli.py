@@ -6,6 +6,7 @@ Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,7 +26,8 @@ from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import files
 from abc_lightning.data import ArithmeticDataModule, data_module_names
-from abc_lightning.errors import CheckpointError, ConfigError, InputError
+from abc_lightning.errors import CheckpointError, ConfigError
+from abc_lightning.faults import describe, user_error
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer
@@ -114,16 +116,84 @@ def concise(message: str) -> str:
         return missing_config(missing.group(1))
     lines = [ln.strip(" -") for ln in message.splitlines() if ln.strip(" -")]
     problem = re.search(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)", message)
+    if key and problem and key.group(1) == "data" and "'task'" in problem.group(2):
+        return ("data.task is gone since abc_lightning 0.2: choose the task's data module by class, e.g. "
+                f"--data=Addition (YAML data: {{class_path: Addition}}); one of {data_module_names()}")
+    typed = typed_problem(message, key.group(1) if key else None, problem.group(1) if problem else None)
+    if typed:
+        return typed
     if key and problem:  # a class was found, but not its option: name the option
         detail = problem.group(2).strip()
-        if key.group(1) == "data" and "'task'" in detail:
-            return ("data.task is gone since abc_lightning 0.2: choose the task's data module by class, e.g. "
-                    f"--data=Addition (YAML data: {{class_path: Addition}}); one of {data_module_names()}")
         return f"{key.group(1)} ({problem.group(1).rsplit('.', 1)[-1]}): {detail}"
     if key:
         detail = next((ln for ln in lines if ln.startswith("Expected")), lines[-1])
         return f"{key.group(1)}: {detail}"
     return " ".join(lines)
+
+
+TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+              "NoneType": "null", "list": "a list", "dict": "a mapping"}
+
+
+def typed_problem(message: str, key: str | None, class_path: str | None) -> str | None:
+    """jsonargparse's nested type errors -> ``key: expected <types>, got <value>``, and an
+    unknown option -> the class's options."""
+    if key is None:
+        return None
+    klass = class_path.rsplit(".", 1)[-1] if class_path else None
+    unknown = re.search(r"Option '([^']+)' is not accepted", message)
+    if unknown and class_path:
+        import importlib
+        import inspect
+
+        module, _, name = class_path.rpartition(".")
+        try:
+            options = [p for p in inspect.signature(getattr(importlib.import_module(module), name)).parameters
+                       if p not in ("self", "args", "kwargs")]
+        except (ImportError, AttributeError, ValueError, TypeError):
+            options = []
+        listed = f"; its options: {options}" if options else ""
+        return f"{key}: {klass} has no option {unknown.group(1)!r}{listed}"
+    if class_path:  # the problem is one of the class's own options
+        inner = re.search(r'Problem with given class_path[^\n]*\n\s*Parser key "([^"]+)"', message)
+        if inner is None:
+            return None
+        key, message = f"{key}.{inner.group(1)}", message[inner.end():].split("\n    - ", 1)[0]
+    types = []
+    for cls, literal in re.findall(r"Expected a (?:<class '(?:[\w.]*\.)?(\w+)'>|typing\.Literal\[([^\]]*)\])", message):
+        word = f"one of [{literal}]" if literal else TYPE_WORDS.get(cls, cls)
+        if word not in types:
+            types.append(word)
+    value = re.search(r"Got value: (.+)", message) or re.search(r"Given value: (.+)", message)
+    if not types or value is None:
+        return None
+    where = f" ({klass})" if klass else ""
+    expected = types[0] if len(types) == 1 else f"{', '.join(types[:-1])} or {types[-1]}"
+    return f"{key}{where}: expected {expected}, got {value.group(1).strip()!r}"
+
+
+def check_config_file(value: str) -> None:
+    """A ``--config`` file must be UTF-8 YAML holding a mapping of settings (a checkpoint or
+    any other file gets one line, not a decoding traceback or the file's contents)."""
+    import yaml
+
+    path = Path(value)
+    if "\n" in value or not path.exists():
+        return  # YAML text itself, or a missing file (the parser's own message names it)
+    if path.is_dir():
+        raise ConfigError(f"config: {path} is a folder; name a YAML file, e.g. configs/abs_parity.yaml")
+    hint = "; a checkpoint goes to --ckpt_path" if path.suffix == ".ckpt" else ""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start}){hint}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config: {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config: {path} holds a YAML {type(loaded).__name__}, not a mapping of settings "
+                          f"(key: value lines){hint}")
 
 
 def missing_config(path: str) -> str:
@@ -212,6 +282,7 @@ class ABCLightningCLI(LightningCLI):
         if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
             raise ConfigError(f"trainer.accelerator={accelerator}, but torch sees no CUDA GPU here; "
                               "use --trainer.accelerator=auto or cpu")
+        check_trainer(trainer)
         callbacks = trainer.get("callbacks") or []
         misplaced = [str(c.class_path).rsplit(".", 1)[-1] for c in callbacks
                      if str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] in BIAS_STRATEGIES]
@@ -247,7 +318,13 @@ class ABCLightningCLI(LightningCLI):
 
     def parse_arguments(self, parser, args) -> None:
         if args is None or isinstance(args, list):
-            args = self._with_checkpoint_config(list(sys.argv[1:] if args is None else args))
+            args = list(sys.argv[1:] if args is None else args)
+            for i, arg in enumerate(args):
+                value = args[i + 1] if arg in ("-c", "--config") and i + 1 < len(args) else (
+                    arg.split("=", 1)[1] if arg.startswith("--config=") else None)
+                if value is not None:
+                    check_config_file(value)
+            args = self._with_checkpoint_config(args)
         super().parse_arguments(parser, args)
 
     def _with_checkpoint_config(self, argv: list[str]) -> list[str]:
@@ -273,6 +350,8 @@ class ABCLightningCLI(LightningCLI):
         # LightningCLI merges the checkpoint's hyperparameters into the model config here,
         # over what the user gave; compare the two first and refuse a run that mixes them.
         subcommand = self.config.get("subcommand")
+        if subcommand == "fit" and self.config.fit.get("ckpt_path") == "last":
+            self.config.fit.ckpt_path = str(latest_last_ckpt(self.config.fit))
         ckpt = self._user_ckpt(subcommand) if subcommand else None
         text = stored_config(ckpt) if ckpt is not None else None
         if text is not None:
@@ -317,6 +396,40 @@ class ABCLightningCLI(LightningCLI):
             warnings.warn(f"{dm.task.name} declares CPI period {dm.task.cpi_period} (see its task file), and this "
                           f"run uses {period}: --model.position_index.period={dm.task.cpi_period}", stacklevel=2)
 
+    def _check_budget(self) -> None:
+        """A fit must have steps to train: a zero budget, or a checkpoint that has already
+        trained its whole budget, would exit 0 having done nothing."""
+        trainer, loop = self.trainer, self.trainer.fit_loop
+        for key, value in (("max_epochs", loop.max_epochs), ("max_steps", loop.max_steps),
+                           ("limit_train_batches", trainer.limit_train_batches)):
+            if value == 0:
+                raise ConfigError(f"trainer.{key}=0: this fit would train nothing")
+        ckpt = self._user_ckpt("fit")
+        if ckpt is None:
+            return
+        steps = ckpt.get("global_step", 0)
+        epochs = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {}).get(
+            "processed", ckpt.get("epoch", 0))
+        path = self.config.fit.ckpt_path
+        if loop.max_epochs not in (None, -1) and epochs >= loop.max_epochs:
+            raise ConfigError(f"{path} has trained {epochs} epochs ({steps} steps), all of trainer.max_epochs="
+                              f"{loop.max_epochs}: to train on, raise it, e.g. --trainer.max_epochs={epochs + 1}")
+        if loop.max_steps not in (None, -1) and steps >= loop.max_steps:
+            raise ConfigError(f"{path} has trained {steps} steps, all of trainer.max_steps={loop.max_steps}: "
+                              "to train on, raise it")
+
+    def _resume_folder(self) -> Path | None:
+        """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
+        ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
+        path = self.config.fit.get("ckpt_path")
+        loggers = self.trainer.loggers
+        if path in (None, *CKPT_KEYWORDS) or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
+            return None
+        folder = Path(path).resolve().parent.parent
+        if folder.parent == Path(loggers[0].root_dir).resolve() and re.fullmatch(r"version_\d+", folder.name):
+            return folder
+        return None
+
     def _claim_version(self) -> None:
         """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
 
@@ -327,9 +440,17 @@ class ABCLightningCLI(LightningCLI):
         Without any logger (``--trainer.logger=false``) the run still gets a folder of its
         own, ``runs/no_logger/version_N``, instead of writing into the current directory.
         """
+        trainer = self.trainer
+        resume = self._resume_folder() if self.config.get("subcommand") == "fit" else None
+        if resume is not None and getattr(trainer.loggers[0], "_version", None) is None:
+            # every rank continues in the checkpoint's own folder (unless a version was given)
+            trainer.loggers[0]._version = int(resume.name[8:])
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            if launched_as_rank_zero():
+                continue_metrics(trainer.loggers[0], self._user_ckpt("fit").get("global_step", 0))
+            return
         if not launched_as_rank_zero():
             return
-        trainer = self.trainer
         if not trainer.loggers and Path(trainer.default_root_dir).resolve() == Path.cwd().resolve():
             trainer._default_root_dir = str(claim_folder(Path("runs") / "no_logger", 0))
         for logger in trainer.loggers:
@@ -351,8 +472,11 @@ class ABCLightningCLI(LightningCLI):
         wandb_logger.log_hyperparams(flatten(config.as_dict()))  # the resolved config, inside the W&B run
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
+        ACTIVE["trainer"] = self.trainer
         self._check_ckpt(stage, required=needs_ckpt)
         self._preflight(stage)
+        if stage == "fit":
+            self._check_budget()
         self._claim_version()
         if wandb:
             self._add_wandb()
@@ -360,8 +484,10 @@ class ABCLightningCLI(LightningCLI):
     def before_fit(self) -> None:
         self._start("fit", needs_ckpt=False)
         weights = sum(p.numel() for p in self.model.parameters())
+        ckpt = self._user_ckpt("fit")
+        resumed = f", resuming {self.config.fit.ckpt_path} at step {ckpt.get('global_step', 0)}" if ckpt else ""
         print(f"abc_lightning: fit {self.datamodule.task.name}, {weights:,} weights, run folder "
-              f"{run_dir(self.trainer)}", file=sys.stderr, flush=True)
+              f"{run_dir(self.trainer)}{resumed}", file=sys.stderr, flush=True)
 
     def before_validate(self) -> None:
         self._start("validate", needs_ckpt=False)
@@ -414,16 +540,25 @@ class ParseOnly(Unseeded):
         pass
 
 
-def check_args(args: list[str]) -> str | None:
-    """Parse ``args`` as the command line would (keys, types, class names, config files) without
-    building anything; return the one-line error, or None when they parse."""
-    import contextlib
+class BuildOnly(ParseOnly):
+    """Parsing, then the model, data module, callbacks and logger built from the config (their
+    constructors check values against each other); no Trainer, no folder, nothing run."""
+
+    def instantiate_classes(self) -> None:
+        self.parser.instantiate_classes(self.config)
+
+
+def check_args(args: list[str], build: bool = False) -> str | None:
+    """Parse ``args`` as the command line would (keys, types, class names, config files); with
+    ``build``, also build the model, data and trainer, whose constructors check values against
+    each other (``heads`` must divide ``d_model`` …). Nothing runs and no folder is made.
+    Return the one-line error, or None."""
     import io
 
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            ParseOnly(args=args)
+            (BuildOnly if build else ParseOnly)(args=args)
     except SystemExit:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         return lines[-1].removeprefix("abc_lightning: error: ") if lines else "the arguments do not parse"
@@ -448,55 +583,114 @@ def claim_folder(root: Path, version: int) -> Path:
             version += 1
 
 
+#: Trainer settings whose out-of-range values Lightning accepts and then divides by, or
+#: silently reads as "off": (key, lowest allowed, what it means).
+TRAINER_RANGES = (("val_check_interval", 0, "a share of an epoch in (0, 1], or a number of steps >= 1"),
+                  ("accumulate_grad_batches", 1, "batches per optimizer step, >= 1"),
+                  ("check_val_every_n_epoch", 1, "epochs between validations, >= 1 (or null)"),
+                  ("gradient_clip_val", 0, "a norm or value >= 0; 0 or null switches clipping off"),
+                  ("log_every_n_steps", 1, "steps between logged rows, >= 1"))
+
+
+def check_trainer(trainer: dict) -> None:
+    for key, lowest, meaning in TRAINER_RANGES:
+        value = trainer.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value < lowest or (key == "val_check_interval" and value == 0):
+            raise ConfigError(f"trainer.{key}={value}: expected {meaning}")
+
+
+def latest_last_ckpt(config) -> Path:
+    """``--ckpt_path last`` for a fit: the ``last.ckpt`` of the newest run folder of this
+    config's logger (``<save_dir>/<name>/version_N``); an error when there is none."""
+    logger = config.get("trainer", {}).get("logger")
+    args = getattr(logger, "init_args", None)
+    if args is None or not str(getattr(logger, "class_path", "")).endswith(("CSVLogger", "TensorBoardLogger")):
+        raise CheckpointError("--ckpt_path last finds the newest run of a CSV or TensorBoard logger; with this "
+                              "logger, pass the checkpoint's path")
+    root = Path(args.get("save_dir") or ".") / (args.get("name") or "lightning_logs")
+    found = sorted(((int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
+                    if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()), reverse=True)
+    if not found:
+        raise CheckpointError(f"--ckpt_path last: no run under {root} has a checkpoints/last.ckpt to resume")
+    return found[0][1]
+
+
+def continue_metrics(logger, step: int) -> None:
+    """Keep a resumed run's ``metrics.csv``: Lightning's CSV writer deletes the file it finds,
+    so its rows up to the checkpoint's global ``step`` are read first and written back (the
+    rows after it are the ones the resumed fit logs again), and the writer keeps their columns."""
+    if not isinstance(logger, CSVLogger):
+        return
+    import csv
+
+    path = Path(logger.log_dir) / "metrics.csv"
+    rows = []
+    if path.is_file():
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "... exists and is not empty": it is ours, on purpose
+        writer = logger.experiment
+    if not rows or "step" not in rows[0]:
+        return
+    col = rows[0].index("step")
+    kept = [rows[0], *(r for r in rows[1:] if not r[col].isdigit() or int(r[col]) < step)]
+    writer.metrics_keys = list(rows[0])
+    with files.atomic_open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(kept)
+
+
 def launched_as_rank_zero() -> bool:
     """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
     return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
 
 
-USER_ERRORS = (ConfigError, InputError, CheckpointError, MisconfigurationException)
 CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
 START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
+ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's message
 
 
-def user_error(exc: BaseException) -> BaseException | None:
-    """Our own error behind ``exc``: jsonargparse and Lightning wrap what constructors raise.
-    Lightning's MisconfigurationException is a user error too (a trainer setting that
-    cannot work on this machine)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, USER_ERRORS):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def remove_unstarted_runs() -> None:
+def remove_unstarted_runs(status: int = 2) -> None:
     """Remove the run folders this process claimed that hold only start-up files."""
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
-        wandb.finish(exit_code=2)
+        with contextlib.suppress(Exception):  # W&B failing is one of the faults that bring us here
+            wandb.finish(exit_code=status)
         wandb.teardown()  # its service would otherwise outlive the run, and later runs would reuse it
     for folder in reversed(CLAIMED):  # deepest first: a parent we made goes once it is empty
-        if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
-            shutil.rmtree(folder)
+        with contextlib.suppress(OSError):  # a read-only or vanished folder stays as it is
+            if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
+                shutil.rmtree(folder)
     CLAIMED.clear()
 
 
 def run_cli(args: list[str] | None = None) -> int:
-    """Run the CLI; user errors print one line and return exit status 2."""
+    """Run the CLI. A mistake or a fault prints one line (:mod:`abc_lightning.faults`) and
+    returns 2 (the user's to change), 1 (the machine's) or 130 (interrupted); folders this
+    process claimed that hold only start-up files are removed, never a run with a checkpoint."""
     quiet_third_party()
     CLAIMED.clear()
+    ACTIVE.clear()
     try:
         ABCLightningCLI(args=args)
-    except Exception as exc:
-        cause = user_error(exc)
-        if cause is None:
+    except SystemExit as exc:  # Lightning turns Ctrl+C inside a loop into sys.exit(1)
+        trainer = ACTIVE.get("trainer")
+        if trainer is None or not trainer.interrupted or exc.code != 1:
             raise
-        remove_unstarted_runs()
-        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        if isinstance(cause, MisconfigurationException) and not message.startswith("trainer:"):
-            message = f"trainer: {message}"
-        print(f"abc_lightning: error: {message}", file=sys.stderr)
-        return 2
+        return report(KeyboardInterrupt())
+    except BaseException as exc:
+        if describe(exc) is None:
+            raise
+        return report(exc)
     return 0
+
+
+def report(exc: BaseException) -> int:
+    trainer = ACTIVE.get("trainer")
+    folder = run_dir(trainer) if trainer is not None else None
+    message, status = describe(exc, folder)
+    remove_unstarted_runs(status)
+    print(f"abc_lightning: error: {message}", file=sys.stderr)
+    return status

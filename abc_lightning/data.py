@@ -162,6 +162,8 @@ def _identity(batch):
 
 def check_lengths(name: str, lengths: list[int]) -> list[int]:
     """Evaluation lengths must be distinct integers in [1, MAX_EVAL_LENGTH]."""
+    if name == "data.val_lengths" and not lengths:
+        raise ConfigError("data.val_lengths is empty: validation needs at least one length, e.g. [6, 20]")
     bad = [x for x in lengths if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= MAX_EVAL_LENGTH]
     if bad:
         raise ConfigError(f"{name} must be digit counts between 1 and {MAX_EVAL_LENGTH}; cannot produce {bad}")
@@ -337,8 +339,13 @@ class ArithmeticDataModule(L.LightningDataModule):
         if self.predict_file is not None:
             path = Path(self.predict_file)
             if not path.is_file():
-                raise ConfigError(f"data.predict_file not found: {path}")
-            texts += [line.strip() for line in path.read_text().splitlines() if line.strip()]
+                raise ConfigError(f"data.predict_file {'is a folder' if path.is_dir() else 'not found'}: {path}")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"data.predict_file {path} is not UTF-8 text (byte {exc.start}); it takes one "
+                                  "expression per line") from None
+            texts += [line.strip() for line in text.splitlines() if line.strip()]
         return texts
 
     def parse(self, text: str) -> dict:

@@ -26,9 +26,11 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs) -> Iterator[IO]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a failed write names no file by itself
         raise
 
 
@@ -39,11 +41,16 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def save(obj: Any, path: str | Path) -> None:
-    """``torch.save``, atomically."""
+    """``torch.save``, atomically. The object is serialized in memory first, so a failed write
+    is a plain ``OSError`` (a full disk says ENOSPC) rather than torch's RuntimeError."""
+    import io
+
     import torch
 
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
     with atomic_open(path, "wb") as fh:
-        torch.save(obj, fh)
+        fh.write(buffer.getbuffer())
 
 
 def savefig(fig, path: str | Path, **kwargs) -> None:

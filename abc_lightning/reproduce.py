@@ -9,7 +9,6 @@ interrupted reproduction resumes; ``--force`` retrains.
 
 from __future__ import annotations
 
-import argparse
 from concurrent.futures import ThreadPoolExecutor
 import datetime
 import json
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from abc_lightning import files
+from abc_lightning.errors import OneLineParser
 
 LENGTHS = [6, 10, 15, 20, 60, 599, 600, 601, 10000]
 # beyond the paper's protocol, on fewer samples; three neighbours, because an input's length
@@ -544,7 +544,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m abc_lightning reproduce", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m abc_lightning reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--only", nargs="*", default=None, help="cell names to run (default: all)")
     parser.add_argument("--force", action="store_true", help="re-run cells that already have results")

@@ -24,7 +24,6 @@ When the sweep ends, and on demand with ``--summary``, ``summary.md``, ``summary
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import itertools
@@ -42,7 +41,7 @@ from queue import Queue
 import yaml
 
 from abc_lightning import files
-from abc_lightning.errors import ConfigError
+from abc_lightning.errors import ConfigError, OneLineParser
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 #: Set for each run: where the CLI copies its accuracy records (see AccuracyTable).
@@ -153,7 +152,7 @@ def check_commands(commands: list[list[str]]) -> list[str]:
     errors = []
     for cmd in commands:
         if "abc_lightning" in cmd and cmd.index("abc_lightning") > 0 and cmd[cmd.index("abc_lightning") - 1] == "-m":
-            problem = check_args(cmd[cmd.index("abc_lightning") + 1 :])
+            problem = check_args(cmd[cmd.index("abc_lightning") + 1 :], build=True)
             if problem:
                 errors.append(problem)
     return list(dict.fromkeys(errors))
@@ -229,7 +228,7 @@ def gpu_list(text: str | None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m abc_lightning sweep", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m abc_lightning sweep", description=__doc__.splitlines()[0])
     parser.add_argument("sweep", help="a W&B sweep YAML, e.g. sweeps/abs_grid.yaml")
     parser.add_argument("--parallel", type=int, default=None,
                         help="combinations run at once (default 1, or one per GPU with --gpus)")

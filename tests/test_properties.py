@@ -61,7 +61,8 @@ def one_error_line(capsys, args) -> str:
 @settings(max_examples=100, **SETTINGS)
 @given(override=BAD_CONFIGS)
 def test_generated_bad_configs_get_one_line(capsys, override):
-    one_error_line(capsys, ["fit", "--config", DEBUG, "--trainer.max_epochs=0", *override])
+    line = one_error_line(capsys, ["fit", "--config", DEBUG, "--trainer.max_epochs=0", *override])
+    assert "would train nothing" not in line, f"{override} was not refused for itself"
     assert not any(Path(".").rglob("*.ckpt"))
     assert not any(Path(".").glob("runs/*/version_*")), "a failed start left a run folder behind"
 

@@ -57,8 +57,13 @@ class AttentionWindow(BiasStrategy):
         if self.own_cross_window(datamodule) is not None:
             return 1
         if stride is None and self.cross_width_for(datamodule) is not None:
+            task = datamodule.task
+            if getattr(task, "form", None) == "natural":
+                raise ConfigError(f"{task.name} always reads the natural input form (data.aligned does not apply), "
+                                  "where a digit-aligned cross window has no stride: give it bias.cross_width=task "
+                                  "(its own window) or null")
             raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
-                              "set data.aligned=true (or cross_width=null)")
+                              "set data.aligned=true (or bias.cross_width=null)")
         return stride or 1
 
     def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:

@@ -265,7 +265,12 @@ class Task(ABC):
     # ---- predict ------------------------------------------------------------------
     def parse(self, text: str) -> list[np.ndarray]:
         """A user expression such as ``"123+456"`` -> operand digit arrays, padded."""
-        cleaned = text.replace(" ", "")
+        if text != text.strip():
+            raise InputError(f"{text!r} starts or ends with a space; expected e.g. {self.example_input()!r}")
+        if re.search(r"\d\s+\d", text):
+            raise InputError(f"{text!r} has a space inside a number; write each number's digits together, "
+                             f"e.g. {self.example_input()!r}")
+        cleaned = text.replace(" ", "")  # spaces around an operator: "123 + 456"
         if not cleaned.isascii() or not self.pattern.fullmatch(cleaned):
             raise InputError(
                 f"{text!r} is not a {self.name} input; expected {self.example_input()!r}"

@@ -1,0 +1,98 @@
+"""Faults at run time, each turned into one line and an exit status.
+
+The CLI's start-up checks catch mistakes before a run folder exists. What can still go wrong
+once a run is going is the machine's (a full disk, a folder that cannot be written), W&B's
+(no API key for an online run) or an interrupt. :func:`describe` names each in one line with
+what to do, and the exit status: 1 for a fault of the machine, 2 for a setting the user can
+change, 130 for an interrupt. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+from abc_lightning.errors import CheckpointError, ConfigError, InputError
+
+USER_ERRORS = (ConfigError, InputError, CheckpointError, MisconfigurationException)
+MACHINE, USER, INTERRUPTED = 1, 2, 130
+
+SAVE_DIR = "choose another folder with --trainer.logger.init_args.save_dir=PATH"
+#: errno -> (what happened, what to do, exit status)
+OS_FAULTS = {
+    errno.ENOSPC: ("no space left on the device", f"free some space, or {SAVE_DIR}", MACHINE),
+    errno.EDQUOT: ("disk quota exceeded", f"free some space, or {SAVE_DIR}", MACHINE),
+    errno.EROFS: ("the file system is read-only", SAVE_DIR, USER),
+    errno.EACCES: ("permission denied", SAVE_DIR, USER),
+    errno.EPERM: ("operation not permitted", SAVE_DIR, USER),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", SAVE_DIR, USER),
+    errno.EISDIR: ("the path is a folder, not a file", "name a file", USER),
+    errno.EIO: ("input/output error", "check the disk, then run again", MACHINE),
+}
+
+
+def chain(exc: BaseException | None):
+    """``exc`` and the exceptions behind it (jsonargparse and Lightning wrap what they call)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        yield exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
+def user_error(exc: BaseException) -> BaseException | None:
+    """Our own error behind ``exc``. Lightning's MisconfigurationException is a user error too
+    (a trainer setting that cannot work on this machine)."""
+    return next((e for e in chain(exc) if isinstance(e, USER_ERRORS)), None)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def os_fault(exc: OSError) -> tuple[str, int] | None:
+    if exc.errno not in OS_FAULTS:
+        return None
+    what, todo, status = OS_FAULTS[exc.errno]
+    where = exc.filename or ""
+    if where and Path(where).name.startswith(".") and Path(where).name.endswith(".tmp"):
+        where = str(Path(where).with_name(Path(where).name[1:].rsplit(".", 2)[0]))  # the target, not our temporary
+    return f"{f'cannot write {where}: ' if where else ''}{what}; {todo}", status
+
+
+def wandb_fault(exc: BaseException) -> tuple[str, int] | None:
+    if not type(exc).__module__.startswith("wandb"):
+        return None
+    return (f"W&B could not start ({first_line(exc)}): run `wandb login`, or pass --wandb.mode=offline "
+            "(or disabled)"), USER
+
+
+def describe(exc: BaseException, run_folder: Path | None = None) -> tuple[str, int] | None:
+    """``(one line, exit status)`` for a fault or mistake, or None for a bug (keep the traceback)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return interrupted(run_folder), INTERRUPTED
+    cause = user_error(exc)
+    if cause is not None:
+        message = first_line(cause)
+        if isinstance(cause, MisconfigurationException) and not message.startswith("trainer:"):
+            message = f"trainer: {message}"
+        return message, USER
+    for e in chain(exc):
+        found = (os_fault(e) if isinstance(e, OSError) else None) or wandb_fault(e)
+        if found:
+            return found
+    return None
+
+
+def interrupted(run_folder: Path | None) -> str:
+    """Name the checkpoint to resume from: ``last.ckpt``, else the newest one."""
+    folder = run_folder / "checkpoints" if run_folder else None
+    found = sorted(folder.glob("*.ckpt"), key=lambda p: (p.name == "last.ckpt", p.stat().st_mtime)) if folder and \
+        folder.is_dir() else []
+    if found:
+        return (f"interrupted; resume with: python -m abc_lightning fit --config {run_folder / 'config.yaml'} "
+                f"--ckpt_path {found[-1]}")
+    return "interrupted before the first checkpoint; nothing to resume"
