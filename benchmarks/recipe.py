@@ -46,6 +46,10 @@ CANDIDATES = {
                               "the interpolation took, rate on a cosine to 0",
                               ["--bias.retraining.budget=0.5", "--bias.retraining.reinitialize=false",
                                "--bias.retraining.dropout=keep"]),
+    "abc_finetune05_nodrop_rich": ("ABC, as abc_finetune05_nodrop, with a tenth of the training rows drawn "
+                                   "carry-rich (all within the training lengths)",
+                                   ["--bias.retraining.budget=0.5", "--bias.retraining.reinitialize=false",
+                                    "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
