@@ -276,6 +276,13 @@ class ABCLightningCLI(LightningCLI):
             parser.set_defaults(verbose=False)  # AccuracyTable prints the one table
         return parser
 
+    def _set_seed(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        seed = config.get("seed_everything")
+        if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**32:
+            raise ConfigError(f"seed_everything={seed}: expected an integer from 0 to {2**32 - 1} (or true)")
+        super()._set_seed()
+
     def before_instantiate_classes(self) -> None:
         trainer = (self.config[self.subcommand] if self.subcommand else self.config).get("trainer", {})
         accelerator = trainer.get("accelerator")
@@ -409,6 +416,10 @@ class ABCLightningCLI(LightningCLI):
                            ("limit_train_batches", trainer.limit_train_batches)):
             if value == 0:
                 raise ConfigError(f"trainer.{key}=0: this fit would train nothing")
+        max_time = self.config.fit.trainer.get("max_time")
+        if max_time is not None and not isinstance(max_time, dict) and not any(
+                ch.isdigit() and ch != "0" for ch in str(max_time)):
+            raise ConfigError(f"trainer.max_time={max_time}: this fit would train nothing")
         ckpt = self._user_ckpt("fit")
         if ckpt is None:
             return
@@ -478,6 +489,12 @@ class ABCLightningCLI(LightningCLI):
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
         ACTIVE["trainer"] = self.trainer
+        if stage != "fit":  # an evaluation of nothing would exit 0 with an empty table
+            key = "val" if stage == "validate" else stage
+            if getattr(self.trainer, f"limit_{key}_batches") == 0:
+                raise ConfigError(f"trainer.limit_{key}_batches=0: this {stage} would evaluate nothing")
+            if stage == "test" and not self.datamodule.test_lengths:
+                raise ConfigError("data.test_lengths is empty: test needs at least one length, e.g. [6, 60]")
         self._check_ckpt(stage, required=needs_ckpt)
         self._preflight(stage)
         if stage == "fit":

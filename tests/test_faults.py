@@ -172,11 +172,24 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     (["--trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: expected batches"),
     (["--trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1.0: expected a norm or value >= 0"),
     (["--data.val_lengths=[]"], "data.val_lengths is empty"),
+    (["--trainer.max_time=00:00:00:00"], "trainer.max_time=00:00:00:00: this fit would train nothing"),
+    (["--seed_everything=-1"], "seed_everything=-1: expected an integer from 0 to 4294967295"),
 ])
 def test_a_fit_that_would_do_nothing_or_divide_by_zero_is_refused(capsys, args, says):
     assert run_cli([*TINY, *args]) == 2
     assert says in one_line(capsys)
     assert not Path("runs").exists()
+
+
+def test_an_evaluation_of_nothing_is_refused(capsys):
+    assert run_cli([*TINY, "--trainer.max_epochs=1"]) == 0
+    capsys.readouterr()
+    for args, says in [(["test", "--trainer.limit_test_batches=0"], "limit_test_batches=0: this test would evaluate"),
+                       (["validate", "--trainer.limit_val_batches=0"], "limit_val_batches=0: this validate would"),
+                       (["test", "--data.test_lengths=[]"], "data.test_lengths is empty: test needs at least one")]:
+        assert run_cli([args[0], "--ckpt_path", str(LAST), *args[1:]]) == 2
+        assert says in one_line(capsys)
+    assert sorted(p.name for p in Path("runs/debug").iterdir()) == ["version_0"]
 
 
 def test_a_resume_past_the_budget_is_refused_and_says_how_to_extend_it(capsys):
