@@ -398,11 +398,6 @@ class ABCLightningCLI(LightningCLI):
         for callback in self.trainer.callbacks:
             if hasattr(callback, "check_data"):
                 callback.check_data(dm)
-        epochs, trains = dm.task.abs_epochs, self.trainer.fit_loop.max_epochs
-        if stage == "fit" and epochs and trains not in (None, -1) and trains < epochs and any(
-                type(c).__name__ == "AttentionWindow" for c in self.trainer.callbacks):
-            warnings.warn(f"{dm.task.name} declares an ABS budget of {epochs} epochs (see its task file), and this "
-                          f"run trains {trains}: --trainer.max_epochs={epochs}", stacklevel=2)
         period = getattr(model.model.position_index, "period", None)
         if period is not None and period != dm.task.cpi_period and stage == "fit":
             warnings.warn(f"{dm.task.name} declares CPI period {dm.task.cpi_period} (see its task file), and this "

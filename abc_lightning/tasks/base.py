@@ -113,9 +113,7 @@ class Task(ABC):
       adds it), which :meth:`format_answer` turns into text;
     - ``carry_rich``: the share of training rows drawn carry-rich (``data.carry_rich``; 0,
       the papers' protocol, for every task whose hard cases random numbers already reach);
-      :meth:`rich_rows` may reshape those rows into the task's own hard cases;
-    - ``abs_epochs``: ABS's step budget in epochs of 200 steps, where the recipe's 5 (1,000
-      steps, ``configs/abs.yaml``) is not enough for every seed; None keeps the config's.
+      :meth:`rich_rows` may reshape those rows into the task's own hard cases.
     """
 
     name: str
@@ -138,7 +136,6 @@ class Task(ABC):
     table: str = "table1"
     answer_tokens: frozenset[int] = frozenset(range(10))  # the tokens format_answer reads
     carry_rich: float = 0.0
-    abs_epochs: int | None = None
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:

@@ -38,9 +38,6 @@ class MultiplyBySingleDigit(Task):
     paper = {"vanilla": 0.0, "w1": 0.0, "T3": 100.0, "nope_w1": 98.31}
     paper_abc = {"vanilla": 0.0, "rope": 0.0, "ABC": 100.0}
     order = 4
-    # Under ABS, 1,000 steps left 2 of 4 global-encoder runs missing one worst-case family at
-    # 25-60+ digits; 2,000 steps fixed both (results/recipe_search.md).
-    abs_epochs = 10
 
     def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
         # The multiplier is a digit; draw it from the second pool value's last digit so
