@@ -1,17 +1,17 @@
-"""The command line: LightningCLI over the module and data module, plus friendly failures.
+"""The command line: LightningCLI over the module and data module.
 
 Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predict``);
 ``python -m abc_lightning reproduce …`` regenerates the results tables (see reproduce.py).
+What a mistake prints lives in :mod:`abc_lightning.messages`, run folders in
+:mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
+one line and an exit status (:mod:`abc_lightning.faults`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
-import os
 import re
-import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -25,9 +25,12 @@ from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import files
-from abc_lightning.data import ArithmeticDataModule, data_module_names
+from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import describe, user_error
+from abc_lightning.messages import ConciseParser, _known_classes, check_config_file, check_trainer, quiet_third_party
+from abc_lightning.run_folders import (CLAIMED, claim_folder, continue_metrics, latest_last_ckpt,
+                                       launched_as_rank_zero, remove_unstarted_runs)
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer
@@ -36,43 +39,6 @@ from abc_lightning.wandb_logging import make_logger
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
 from abc_lightning import callbacks as _callbacks  # noqa: F401
 from abc_lightning.model import positional as _positional, positions as _positions  # noqa: F401
-
-
-#: Third-party warnings that say nothing true or useful about our runs.
-NOISE = (
-    r"Experiment logs directory .* exists and is not empty",  # we created that folder ourselves
-    r".*isinstance\(treespec, LeafSpec\)",  # Lightning's own use of a torch API it will update
-    r"The dirpath has changed from",  # test/predict never resume the checkpoint callback
-    r"LightningCLI's args parameter",  # we pass the command line on, with a checkpoint's config added
-)
-
-
-def quiet_third_party() -> None:
-    """Keep the console to the progress bar, our one-line notices and the accuracy table.
-
-    Lightning's info lines (seed, GPU/TPU availability, tips) and W&B's banners go; our own
-    notices say what matters (where the run is, W&B offline and how to sync). Real warnings
-    stay, except the known-false ones in :data:`NOISE`.
-    """
-    os.environ.setdefault("WANDB_SILENT", "true")
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    for message in NOISE:
-        warnings.filterwarnings("ignore", message=message)
-    if warnings.formatwarning is not ours_as_notices:
-        ours_as_notices.default = warnings.formatwarning
-        warnings.formatwarning = ours_as_notices
-
-
-def ours_as_notices(message, category, filename, lineno, line=None) -> str:
-    """Our own warnings (e.g. a κ no line can pass) read as one ``abc_lightning: warning:``
-    line, like the other notices; everyone else's keep Python's format."""
-    if str(filename).startswith(str(Path(__file__).resolve().parent)):
-        return f"abc_lightning: warning: {message}\n"
-    return ours_as_notices.default(message, category, filename, lineno, line)
-
-
-ours_as_notices.default = warnings.formatwarning
 
 
 def prog() -> str:
@@ -87,138 +53,6 @@ SUBCOMMANDS = """subcommands:
   predict    answer your own inputs with a checkpoint (--data.predict_inputs)
   reproduce  regenerate a results table (reproduce --help)
   sweep      run a W&B sweep YAML locally, one run per GPU if asked (sweep --help)"""
-
-
-def _known_classes(base: type) -> list[str]:
-    found, todo = [], [base]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            found.append(sub.__name__)
-            todo.append(sub)
-    return sorted(found)
-
-
-def concise(message: str) -> str:
-    """jsonargparse's multi-line validation message -> one line that names key and value."""
-    key = re.search(r'Parser key "([^"]+)"', message)
-    path = re.search(r"Expected a dot import path string: (\S+)", message)
-    if key and path:
-        from abc_lightning.model.positional import PositionalScheme
-        from abc_lightning.model.positions import PositionIndex
-
-        bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex,
-                 "data": ArithmeticDataModule, "bias": BiasStrategy}
-        known = _known_classes(bases[key.group(1)]) if key.group(1) in bases else []
-        hint = f"; choose one of {known}" if known else ""
-        return f"{key.group(1)}: unknown class {path.group(1)!r}{hint}"
-    missing = re.search(r"File does not exist: '([^']+)'", message)
-    if key and key.group(1) == "config" and missing:
-        return missing_config(missing.group(1))
-    lines = [ln.strip(" -") for ln in message.splitlines() if ln.strip(" -")]
-    problem = re.search(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)", message)
-    if key and problem and key.group(1) == "data" and "'task'" in problem.group(2):
-        return ("data.task is gone since abc_lightning 0.2: choose the task's data module by class, e.g. "
-                f"--data=Addition (YAML data: {{class_path: Addition}}); one of {data_module_names()}")
-    typed = typed_problem(message, key.group(1) if key else None, problem.group(1) if problem else None)
-    if typed:
-        return typed
-    if key and problem:  # a class was found, but not its option: name the option
-        detail = problem.group(2).strip()
-        return f"{key.group(1)} ({problem.group(1).rsplit('.', 1)[-1]}): {detail}"
-    if key:
-        detail = next((ln for ln in lines if ln.startswith("Expected")), lines[-1])
-        return f"{key.group(1)}: {detail}"
-    return " ".join(lines)
-
-
-TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-              "NoneType": "null", "list": "a list", "dict": "a mapping"}
-
-
-def typed_problem(message: str, key: str | None, class_path: str | None) -> str | None:
-    """jsonargparse's nested type errors -> ``key: expected <types>, got <value>``, and an
-    unknown option -> the class's options."""
-    if key is None:
-        return None
-    klass = class_path.rsplit(".", 1)[-1] if class_path else None
-    unknown = re.search(r"Option '([^']+)' is not accepted", message)
-    if unknown and class_path:
-        import importlib
-        import inspect
-
-        module, _, name = class_path.rpartition(".")
-        try:
-            options = [p for p in inspect.signature(getattr(importlib.import_module(module), name)).parameters
-                       if p not in ("self", "args", "kwargs")]
-        except (ImportError, AttributeError, ValueError, TypeError):
-            options = []
-        listed = f"; its options: {options}" if options else ""
-        return f"{key}: {klass} has no option {unknown.group(1)!r}{listed}"
-    if class_path:  # the problem is one of the class's own options
-        inner = re.search(r'Problem with given class_path[^\n]*\n\s*Parser key "([^"]+)"', message)
-        if inner is None:
-            return None
-        key, message = f"{key}.{inner.group(1)}", message[inner.end():].split("\n    - ", 1)[0]
-    types = []
-    for cls, literal in re.findall(r"Expected a (?:<class '(?:[\w.]*\.)?(\w+)'>|typing\.Literal\[([^\]]*)\])", message):
-        word = f"one of [{literal}]" if literal else TYPE_WORDS.get(cls, cls)
-        if word not in types:
-            types.append(word)
-    value = re.search(r"Got value: (.+)", message) or re.search(r"Given value: (.+)", message)
-    if not types or value is None:
-        return None
-    where = f" ({klass})" if klass else ""
-    expected = types[0] if len(types) == 1 else f"{', '.join(types[:-1])} or {types[-1]}"
-    return f"{key}{where}: expected {expected}, got {value.group(1).strip()!r}"
-
-
-def check_config_file(value: str) -> None:
-    """A ``--config`` file must be UTF-8 YAML holding a mapping of settings (a checkpoint or
-    any other file gets one line, not a decoding traceback or the file's contents)."""
-    import yaml
-
-    path = Path(value)
-    if "\n" in value or not path.exists():
-        return  # YAML text itself, or a missing file (the parser's own message names it)
-    if path.is_dir():
-        raise ConfigError(f"config: {path} is a folder; name a YAML file, e.g. configs/abs_parity.yaml")
-    hint = "; a checkpoint goes to --ckpt_path" if path.suffix == ".ckpt" else ""
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start}){hint}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config: {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    if loaded is not None and not isinstance(loaded, dict):
-        raise ConfigError(f"config: {path} holds a YAML {type(loaded).__name__}, not a mapping of settings "
-                          f"(key: value lines){hint}")
-
-
-def missing_config(path: str) -> str:
-    """A --config file that is not there; the per-task configs of 0.1 (``abs_parity.yaml``) get
-    the command that replaced them."""
-    from abc_lightning.tasks import TASKS, class_name
-
-    prefix, _, rest = Path(path).stem.partition("_")
-    task = max((name for name in TASKS if rest == name or rest.startswith(name + "_")), key=len, default=None)
-    if prefix in ("abs", "abc", "baseline") and task:
-        return (f"config: {path} does not exist; since abc_lightning 0.2 one config serves every task: "
-                f"--config configs/{prefix}.yaml --data={class_name(task)}")
-    folder = Path(path).parent
-    there = sorted(p.name for p in folder.glob("*.yaml")) if folder.is_dir() else []
-    return f"config: {path} does not exist" + (f"; {folder} has {there}" if there else "")
-
-
-class ConciseParser(LightningArgumentParser):
-    """Prints one line per mistake instead of the usage block and a nested report."""
-
-    def error(self, message: str, ex: Exception | None = None):
-        if not self.exit_on_error:
-            return super().error(message, ex)
-        print(f"abc_lightning: error: {concise(message)} (see --help)", file=sys.stderr)
-        sys.exit(2)
 
 
 #: The bias strategies' class names (the ``bias`` slot's choices).
@@ -587,100 +421,7 @@ def check_args(args: list[str], build: bool = False) -> str | None:
     return None
 
 
-def claim_folder(root: Path, version: int) -> Path:
-    """Create ``root/version_N`` atomically, with N the first free number from ``version``."""
-    CLAIMED.extend(reversed([d for d in [root, *root.parents] if not d.exists()]))  # parents we create
-    root.mkdir(parents=True, exist_ok=True)
-    while True:
-        try:
-            (root / f"version_{version}").mkdir()
-            CLAIMED.append(root / f"version_{version}")
-            return root / f"version_{version}"
-        except FileExistsError:
-            version += 1
-
-
-#: Trainer settings whose out-of-range values Lightning accepts and then divides by, or
-#: silently reads as "off": (key, lowest allowed, what it means).
-TRAINER_RANGES = (("val_check_interval", 0, "a share of an epoch in (0, 1], or a number of steps >= 1"),
-                  ("accumulate_grad_batches", 1, "batches per optimizer step, >= 1"),
-                  ("check_val_every_n_epoch", 1, "epochs between validations, >= 1 (or null)"),
-                  ("gradient_clip_val", 0, "a norm or value >= 0; 0 or null switches clipping off"),
-                  ("log_every_n_steps", 1, "steps between logged rows, >= 1"))
-
-
-def check_trainer(trainer: dict) -> None:
-    for key, lowest, meaning in TRAINER_RANGES:
-        value = trainer.get(key)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if value < lowest or (key == "val_check_interval" and value == 0):
-            raise ConfigError(f"trainer.{key}={value}: expected {meaning}")
-
-
-def latest_last_ckpt(config) -> Path:
-    """``--ckpt_path last`` for a fit: the ``last.ckpt`` of the newest run folder of this
-    config's logger (``<save_dir>/<name>/version_N``); an error when there is none."""
-    logger = config.get("trainer", {}).get("logger")
-    args = getattr(logger, "init_args", None)
-    if args is None or not str(getattr(logger, "class_path", "")).endswith(("CSVLogger", "TensorBoardLogger")):
-        raise CheckpointError("--ckpt_path last finds the newest run of a CSV or TensorBoard logger; with this "
-                              "logger, pass the checkpoint's path")
-    root = Path(args.get("save_dir") or ".") / (args.get("name") or "lightning_logs")
-    found = sorted(((int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
-                    if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()), reverse=True)
-    if not found:
-        raise CheckpointError(f"--ckpt_path last: no run under {root} has a checkpoints/last.ckpt to resume")
-    return found[0][1]
-
-
-def continue_metrics(logger, step: int) -> None:
-    """Keep a resumed run's ``metrics.csv``: Lightning's CSV writer deletes the file it finds,
-    so its rows up to the checkpoint's global ``step`` are read first and written back (the
-    rows after it are the ones the resumed fit logs again), and the writer keeps their columns."""
-    if not isinstance(logger, CSVLogger):
-        return
-    import csv
-
-    path = Path(logger.log_dir) / "metrics.csv"
-    rows = []
-    if path.is_file():
-        with path.open(newline="") as fh:
-            rows = list(csv.reader(fh))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "... exists and is not empty": it is ours, on purpose
-        writer = logger.experiment
-    if not rows or "step" not in rows[0]:
-        return
-    col = rows[0].index("step")
-    kept = [rows[0], *(r for r in rows[1:] if not r[col].isdigit() or int(r[col]) < step)]
-    writer.metrics_keys = list(rows[0])
-    with files.atomic_open(path, "w", newline="") as fh:
-        csv.writer(fh).writerows(kept)
-
-
-def launched_as_rank_zero() -> bool:
-    """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
-    return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
-
-
-CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
-START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
 ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's message
-
-
-def remove_unstarted_runs(status: int = 2) -> None:
-    """Remove the run folders this process claimed that hold only start-up files."""
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        with contextlib.suppress(Exception):  # W&B failing is one of the faults that bring us here
-            wandb.finish(exit_code=status)
-        wandb.teardown()  # its service would otherwise outlive the run, and later runs would reuse it
-    for folder in reversed(CLAIMED):  # deepest first: a parent we made goes once it is empty
-        with contextlib.suppress(OSError):  # a read-only or vanished folder stays as it is
-            if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
-                shutil.rmtree(folder)
-    CLAIMED.clear()
 
 
 def run_cli(args: list[str] | None = None) -> int:

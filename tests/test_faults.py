@@ -216,9 +216,9 @@ def test_predict_reads_inputs_as_written(capsys):
     capsys.readouterr()
     common = ["predict", "--ckpt_path", str(LAST)]
     assert run_cli([*common, '--data.predict_inputs=["1 2"]']) == 2
-    assert "'1 2' has a space inside a number" in one_line(capsys)
+    assert "'1 2' is not a successor input: it has a space inside a number" in one_line(capsys)
     assert run_cli([*common, '--data.predict_inputs=[" 12"]']) == 2
-    assert "' 12' starts or ends with a space" in one_line(capsys)
+    assert "' 12' is not a successor input: it starts or ends with a space" in one_line(capsys)
     Path("inputs.bin").write_bytes(b"12\n\xff\xfe\n")
     assert run_cli([*common, "--data.predict_file=inputs.bin"]) == 2
     assert "data.predict_file inputs.bin is not UTF-8 text" in one_line(capsys)

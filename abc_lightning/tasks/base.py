@@ -266,10 +266,11 @@ class Task(ABC):
     def parse(self, text: str) -> list[np.ndarray]:
         """A user expression such as ``"123+456"`` -> operand digit arrays, padded."""
         if text != text.strip():
-            raise InputError(f"{text!r} starts or ends with a space; expected e.g. {self.example_input()!r}")
+            raise InputError(f"{text!r} is not a {self.name} input: it starts or ends with a space; expected e.g. "
+                             f"{self.example_input()!r}")
         if re.search(r"\d\s+\d", text):
-            raise InputError(f"{text!r} has a space inside a number; write each number's digits together, "
-                             f"e.g. {self.example_input()!r}")
+            raise InputError(f"{text!r} is not a {self.name} input: it has a space inside a number; write each "
+                             f"number's digits together, e.g. {self.example_input()!r}")
         cleaned = text.replace(" ", "")  # spaces around an operator: "123 + 456"
         if not cleaned.isascii() or not self.pattern.fullmatch(cleaned):
             raise InputError(

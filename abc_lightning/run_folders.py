@@ -1,0 +1,106 @@
+"""Run folders: each run claims its own ``<save_dir>/<name>/version_N`` atomically, a
+resumed fit continues in its checkpoint's folder, and a run that stops before learning
+anything leaves nothing behind (a run with a checkpoint is never removed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+from lightning.pytorch.loggers import CSVLogger
+
+from abc_lightning import files
+from abc_lightning.errors import CheckpointError
+
+
+def claim_folder(root: Path, version: int) -> Path:
+    """Create ``root/version_N`` atomically, with N the first free number from ``version``."""
+    CLAIMED.extend(reversed([d for d in [root, *root.parents] if not d.exists()]))  # parents we create
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            (root / f"version_{version}").mkdir()
+            CLAIMED.append(root / f"version_{version}")
+            return root / f"version_{version}"
+        except FileExistsError:
+            version += 1
+
+
+
+def latest_last_ckpt(config) -> Path:
+    """``--ckpt_path last`` for a fit: the ``last.ckpt`` of the newest run folder of this
+    config's logger (``<save_dir>/<name>/version_N``); an error when there is none."""
+    logger = config.get("trainer", {}).get("logger")
+    args = getattr(logger, "init_args", None)
+    if args is None or not str(getattr(logger, "class_path", "")).endswith(("CSVLogger", "TensorBoardLogger")):
+        raise CheckpointError("--ckpt_path last finds the newest run of a CSV or TensorBoard logger; with this "
+                              "logger, pass the checkpoint's path")
+    root = Path(args.get("save_dir") or ".") / (args.get("name") or "lightning_logs")
+    found = sorted(((int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
+                    if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()), reverse=True)
+    if not found:
+        raise CheckpointError(f"--ckpt_path last: no run under {root} has a checkpoints/last.ckpt to resume")
+    return found[0][1]
+
+
+
+def continue_metrics(logger, step: int) -> None:
+    """Keep a resumed run's ``metrics.csv``: Lightning's CSV writer deletes the file it finds,
+    so its rows up to the checkpoint's global ``step`` are read first and written back (the
+    rows after it are the ones the resumed fit logs again), and the writer keeps their columns."""
+    if not isinstance(logger, CSVLogger):
+        return
+    import csv
+
+    path = Path(logger.log_dir) / "metrics.csv"
+    rows = []
+    if path.is_file():
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "... exists and is not empty": it is ours, on purpose
+        writer = logger.experiment
+    if not rows or "step" not in rows[0]:
+        return
+    col = rows[0].index("step")
+    kept = [rows[0], *(r for r in rows[1:] if not r[col].isdigit() or int(r[col]) < step)]
+    writer.metrics_keys = list(rows[0])
+    with files.atomic_open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(kept)
+
+
+
+def launched_as_rank_zero() -> bool:
+    """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
+    return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
+
+
+
+CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
+
+
+
+START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
+
+
+
+def remove_unstarted_runs(status: int = 2) -> None:
+    """Remove the run folders this process claimed that hold only start-up files."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None:
+        with contextlib.suppress(Exception):  # W&B failing is one of the faults that bring us here
+            if wandb.run is not None:
+                wandb.finish(exit_code=status)
+            # its service and settings would otherwise outlive the run (a failed online start
+            # included), and later runs of this process would reuse them
+            wandb.teardown()
+    for folder in reversed(CLAIMED):  # deepest first: a parent we made goes once it is empty
+        with contextlib.suppress(OSError):  # a read-only or vanished folder stays as it is
+            if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
+                shutil.rmtree(folder)
+    CLAIMED.clear()
