@@ -3,15 +3,32 @@
 import sys
 
 
+def guarded(run, argv: list[str], flag: str) -> int:
+    """``reproduce`` and ``sweep``: a mistake or a fault is one line and an exit status, as
+    for the LightningCLI subcommands (abc_lightning.faults)."""
+    from abc_lightning.faults import describe
+
+    try:
+        return run(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        found = describe(exc, flag=flag)
+        if found is None:
+            raise
+        print(f"abc_lightning: error: {found[0]}", file=sys.stderr)
+        return found[1]
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "reproduce":
         from abc_lightning.reproduce import main as reproduce
 
-        return reproduce(sys.argv[2:])
+        return guarded(reproduce, sys.argv[2:], "--results PATH")
     if len(sys.argv) > 1 and sys.argv[1] == "sweep":
         from abc_lightning.sweep import main as sweep
 
-        return sweep(sys.argv[2:])
+        return guarded(sweep, sys.argv[2:], "--out PATH")
     from abc_lightning.cli import run_cli
 
     return run_cli()

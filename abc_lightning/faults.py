@@ -19,7 +19,8 @@ from abc_lightning.errors import CheckpointError, ConfigError, InputError
 USER_ERRORS = (ConfigError, InputError, CheckpointError, MisconfigurationException)
 MACHINE, USER, INTERRUPTED = 1, 2, 130
 
-SAVE_DIR = "choose another folder with --trainer.logger.init_args.save_dir=PATH"
+SAVE_DIR = "choose another folder with {flag}"
+SAVE_FLAG = "--trainer.logger.init_args.save_dir=PATH"
 #: errno -> (what happened, what to do, exit status)
 OS_FAULTS = {
     errno.ENOSPC: ("no space left on the device", f"free some space, or {SAVE_DIR}", MACHINE),
@@ -30,6 +31,7 @@ OS_FAULTS = {
     errno.ENOTDIR: ("a part of the path is a file, not a folder", SAVE_DIR, USER),
     errno.EISDIR: ("the path is a folder, not a file", "name a file", USER),
     errno.EIO: ("input/output error", "check the disk, then run again", MACHINE),
+    errno.ENOENT: ("no such folder, and it cannot be made there", SAVE_DIR, USER),
 }
 
 
@@ -53,14 +55,14 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def os_fault(exc: OSError) -> tuple[str, int] | None:
+def os_fault(exc: OSError, flag: str = SAVE_FLAG) -> tuple[str, int] | None:
     if exc.errno not in OS_FAULTS:
         return None
     what, todo, status = OS_FAULTS[exc.errno]
     where = exc.filename or ""
     if where and Path(where).name.startswith(".") and Path(where).name.endswith(".tmp"):
         where = str(Path(where).with_name(Path(where).name[1:].rsplit(".", 2)[0]))  # the target, not our temporary
-    return f"{f'cannot write {where}: ' if where else ''}{what}; {todo}", status
+    return f"{f'cannot write {where}: ' if where else ''}{what}; {todo.format(flag=flag)}", status
 
 
 def wandb_fault(exc: BaseException) -> tuple[str, int] | None:
@@ -70,8 +72,9 @@ def wandb_fault(exc: BaseException) -> tuple[str, int] | None:
             "(or disabled)"), USER
 
 
-def describe(exc: BaseException, run_folder: Path | None = None) -> tuple[str, int] | None:
-    """``(one line, exit status)`` for a fault or mistake, or None for a bug (keep the traceback)."""
+def describe(exc: BaseException, run_folder: Path | None = None, flag: str = SAVE_FLAG) -> tuple[str, int] | None:
+    """``(one line, exit status)`` for a fault or mistake, or None for a bug (keep the traceback).
+    ``flag`` is the option that chooses where output goes (``reproduce --results`` …)."""
     if isinstance(exc, KeyboardInterrupt):
         return interrupted(run_folder), INTERRUPTED
     cause = user_error(exc)
@@ -81,7 +84,7 @@ def describe(exc: BaseException, run_folder: Path | None = None) -> tuple[str, i
             message = f"trainer: {message}"
         return message, USER
     for e in chain(exc):
-        found = (os_fault(e) if isinstance(e, OSError) else None) or wandb_fault(e)
+        found = (os_fault(e, flag) if isinstance(e, OSError) else None) or wandb_fault(e)
         if found:
             return found
     return None

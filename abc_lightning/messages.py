@@ -171,7 +171,9 @@ def check_config_file(value: str) -> None:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config: {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    if loaded is not None and not isinstance(loaded, dict):
+    if loaded is None:
+        raise ConfigError(f"config: {path} is empty; a config is a YAML mapping of settings (key: value lines)")
+    if not isinstance(loaded, dict):
         raise ConfigError(f"config: {path} holds a YAML {type(loaded).__name__}, not a mapping of settings "
                           f"(key: value lines){hint}")
 

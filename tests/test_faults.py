@@ -204,6 +204,7 @@ def test_a_resume_past_the_budget_is_refused_and_says_how_to_extend_it(capsys):
     (b"\xff\xfe model: {}", "is not UTF-8 text (byte 0)"),
     (b"just a sentence", "holds a YAML str, not a mapping of settings"),
     (b"model: [1, 2", "is not valid YAML"),
+    (b"", "is empty; a config is a YAML mapping of settings"),
 ])
 def test_a_config_that_is_not_yaml_settings_is_one_line(capsys, content, says):
     Path("bad.yaml").write_bytes(content)
@@ -245,3 +246,14 @@ def test_the_api_checks_what_the_cli_checks():
         with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
             call()
     assert [row["length"] for row in model.evaluate(lengths=6, samples=5)] == [6]  # one length as an int
+
+
+def test_reproduce_and_sweep_name_an_unwritable_output_folder_in_one_line(capsys):
+    from abc_lightning.__main__ import guarded
+    from abc_lightning.reproduce import main as reproduce
+
+    Path("afile").write_text("x")
+    assert guarded(reproduce, ["table1", "--results", "afile/out", "--only", "abs_parity", "--table-only"],
+                   "--results PATH") == 2
+    line = one_line(capsys)
+    assert "a part of the path is a file, not a folder" in line and line.endswith("--results PATH")
