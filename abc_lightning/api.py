@@ -105,6 +105,9 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
     from abc_lightning.cli import Unseeded, quiet_third_party
 
     quiet_third_party()
+    if not isinstance(path, (str, Path)):
+        raise CheckpointError(f"load takes a checkpoint's path, e.g. 'runs/abs/version_0/checkpoints/best.ckpt'; "
+                              f"got {type(path).__name__}")
     device = check_device(device)
     ckpt = load_checkpoint(path)
     config = stored_config(ckpt)

@@ -242,6 +242,7 @@ def test_the_api_checks_what_the_cli_checks():
         (lambda: load(LAST, device="banana"), ConfigError, "device 'banana' is not a torch device"),
         (lambda: load(LAST, device="cuda:7"), ConfigError, "device 'cuda:7': torch sees"),
         (lambda: load("runs"), Exception, "checkpoint runs is a folder"),
+        (lambda: load(None), Exception, "load takes a checkpoint's path"),
     ]:
         with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
             call()
