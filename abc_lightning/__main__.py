@@ -6,18 +6,17 @@ import sys
 def guarded(run, argv: list[str], flag: str) -> int:
     """``reproduce`` and ``sweep``: a mistake or a fault is one line and an exit status, as
     for the LightningCLI subcommands (abc_lightning.faults)."""
-    from abc_lightning.faults import describe
+    from abc_lightning.faults import report
 
     try:
         return run(argv)
     except SystemExit:
         raise
     except BaseException as exc:
-        found = describe(exc, flag=flag)
-        if found is None:
+        status = report(exc, flag=flag)
+        if status is None:
             raise
-        print(f"abc_lightning: error: {found[0]}", file=sys.stderr)
-        return found[1]
+        return status
 
 
 def main() -> int:

@@ -83,10 +83,10 @@ class TrainedModel:
 
 
 def positive(name: str, value: int | None) -> int | None:
-    """An optional count must be an integer >= 1 (the CLI's rule for data sizes)."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
+    """An optional count: None, or what :func:`abc_lightning.data.check_count` accepts."""
+    from abc_lightning.data import check_count
+
+    return None if value is None else check_count(name, value)
 
 
 def check_device(device: str | torch.device) -> torch.device:

@@ -27,8 +27,8 @@ from abc_lightning import data as _data  # noqa: F401 (every task's data module,
 from abc_lightning import files
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.errors import CheckpointError, ConfigError
-from abc_lightning.faults import describe, user_error
-from abc_lightning.messages import ConciseParser, _known_classes, check_config_file, check_trainer, quiet_third_party
+from abc_lightning.faults import report, user_error
+from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
 from abc_lightning.run_folders import (CLAIMED, claim_folder, continue_metrics, latest_last_ckpt,
                                        launched_as_rank_zero, remove_unstarted_runs)
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
@@ -56,7 +56,7 @@ SUBCOMMANDS = """subcommands:
 
 
 #: The bias strategies' class names (the ``bias`` slot's choices).
-BIAS_STRATEGIES = tuple(_known_classes(BiasStrategy))
+BIAS_STRATEGIES = tuple(known_classes(BiasStrategy))
 
 
 class ABCLightningCLI(LightningCLI):
@@ -437,18 +437,14 @@ def run_cli(args: list[str] | None = None) -> int:
         trainer = ACTIVE.get("trainer")
         if trainer is None or not trainer.interrupted or exc.code != 1:
             raise
-        return report(KeyboardInterrupt())
+        status = report(KeyboardInterrupt(), run_dir(trainer))
     except BaseException as exc:
-        if describe(exc) is None:
+        trainer = ACTIVE.get("trainer")  # the run folder names the checkpoint an interrupt resumes from
+        interrupted = isinstance(exc, KeyboardInterrupt) and trainer is not None
+        status = report(exc, run_dir(trainer) if interrupted else None)
+        if status is None:
             raise
-        return report(exc)
-    return 0
-
-
-def report(exc: BaseException) -> int:
-    trainer = ACTIVE.get("trainer")
-    folder = run_dir(trainer) if trainer is not None else None
-    message, status = describe(exc, folder)
+    else:
+        return 0
     remove_unstarted_runs(status)
-    print(f"abc_lightning: error: {message}", file=sys.stderr)
     return status

@@ -160,6 +160,13 @@ def _identity(batch):
     return batch
 
 
+def check_count(name: str, value) -> int:
+    """A size or sample count must be an integer >= 1 (a bool is not a count)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
 def check_lengths(name: str, lengths: list[int]) -> list[int]:
     """Evaluation lengths must be distinct integers in [1, MAX_EVAL_LENGTH]."""
     if name == "data.val_lengths" and not lengths:
@@ -227,8 +234,7 @@ class ArithmeticDataModule(L.LightningDataModule):
             self.aligned = self.task.form == "aligned"  # a task with windows of its own keeps their form
         for name, value in dict(batch_size=batch_size, val_samples=val_samples, val_split_samples=val_split_samples,
                                 test_samples=test_samples, eval_batch_size=eval_batch_size).items():
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"data.{name} must be an integer >= 1, got {value!r}")
+            check_count(f"data.{name}", value)
         self.seed, self.batch_size, self.eval_batch_size = seed, batch_size, eval_batch_size
         self.val_lengths = check_lengths("data.val_lengths", val_lengths)
         self.test_lengths = check_lengths("data.test_lengths", test_lengths)

@@ -10,6 +10,7 @@ change, 130 for an interrupt. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import sys
 from pathlib import Path
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
@@ -99,3 +100,11 @@ def interrupted(run_folder: Path | None) -> str:
         return (f"interrupted; resume with: python -m abc_lightning fit --config {run_folder / 'config.yaml'} "
                 f"--ckpt_path {found[-1]}")
     return "interrupted before the first checkpoint; nothing to resume"
+
+
+def report(exc: BaseException, run_folder: Path | None = None, flag: str = SAVE_FLAG) -> int | None:
+    """Print :func:`describe`'s line for ``exc`` and return its exit status; None for a bug."""
+    found = describe(exc, run_folder, flag)
+    if found is not None:
+        print(f"abc_lightning: error: {found[0]}", file=sys.stderr)
+    return None if found is None else found[1]

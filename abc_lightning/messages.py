@@ -33,7 +33,6 @@ NOISE = (
 )
 
 
-
 def quiet_third_party() -> None:
     """Keep the console to the progress bar, our one-line notices and the accuracy table.
 
@@ -51,7 +50,6 @@ def quiet_third_party() -> None:
         warnings.formatwarning = ours_as_notices
 
 
-
 def ours_as_notices(message, category, filename, lineno, line=None) -> str:
     """Our own warnings (e.g. a κ no line can pass) read as one ``abc_lightning: warning:``
     line, like the other notices; everyone else's keep Python's format."""
@@ -60,19 +58,16 @@ def ours_as_notices(message, category, filename, lineno, line=None) -> str:
     return ours_as_notices.default(message, category, filename, lineno, line)
 
 
-
 ours_as_notices.default = warnings.formatwarning
 
 
-
-def _known_classes(base: type) -> list[str]:
+def known_classes(base: type) -> list[str]:
     found, todo = [], [base]
     while todo:
         for sub in todo.pop().__subclasses__():
             found.append(sub.__name__)
             todo.append(sub)
     return sorted(found)
-
 
 
 def concise(message: str) -> str:
@@ -85,7 +80,7 @@ def concise(message: str) -> str:
 
         bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex,
                  "data": ArithmeticDataModule, "bias": BiasStrategy}
-        known = _known_classes(bases[key.group(1)]) if key.group(1) in bases else []
+        known = known_classes(bases[key.group(1)]) if key.group(1) in bases else []
         hint = f"; choose one of {known}" if known else ""
         return f"{key.group(1)}: unknown class {path.group(1)!r}{hint}"
     missing = re.search(r"File does not exist: '([^']+)'", message)
@@ -108,10 +103,8 @@ def concise(message: str) -> str:
     return " ".join(lines)
 
 
-
 TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
               "NoneType": "null", "list": "a list", "dict": "a mapping"}
-
 
 
 def typed_problem(message: str, key: str | None, class_path: str | None) -> str | None:
@@ -151,7 +144,6 @@ def typed_problem(message: str, key: str | None, class_path: str | None) -> str 
     return f"{key}{where}: expected {expected}, got {value.group(1).strip()!r}"
 
 
-
 def check_config_file(value: str) -> None:
     """A ``--config`` file must be UTF-8 YAML holding a mapping of settings (a checkpoint or
     any other file gets one line, not a decoding traceback or the file's contents)."""
@@ -178,7 +170,6 @@ def check_config_file(value: str) -> None:
                           f"(key: value lines){hint}")
 
 
-
 def missing_config(path: str) -> str:
     """A --config file that is not there; the per-task configs of 0.1 (``abs_parity.yaml``) get
     the command that replaced them."""
@@ -194,7 +185,6 @@ def missing_config(path: str) -> str:
     return f"config: {path} does not exist" + (f"; {folder} has {there}" if there else "")
 
 
-
 class ConciseParser(LightningArgumentParser):
     """Prints one line per mistake instead of the usage block and a nested report."""
 
@@ -205,7 +195,6 @@ class ConciseParser(LightningArgumentParser):
         sys.exit(2)
 
 
-
 #: Trainer settings whose out-of-range values Lightning accepts and then divides by, or
 #: silently reads as "off": (key, lowest allowed, what it means).
 TRAINER_RANGES = (("val_check_interval", 0, "a share of an epoch in (0, 1], or a number of steps >= 1"),
@@ -213,7 +202,6 @@ TRAINER_RANGES = (("val_check_interval", 0, "a share of an epoch in (0, 1], or a
                   ("check_val_every_n_epoch", 1, "epochs between validations, >= 1 (or null)"),
                   ("gradient_clip_val", 0, "a norm or value >= 0; 0 or null switches clipping off"),
                   ("log_every_n_steps", 1, "steps between logged rows, >= 1"))
-
 
 
 def check_trainer(trainer: dict) -> None:

@@ -17,6 +17,9 @@ from lightning.pytorch.loggers import CSVLogger
 from abc_lightning import files
 from abc_lightning.errors import CheckpointError
 
+CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
+START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
+
 
 def claim_folder(root: Path, version: int) -> Path:
     """Create ``root/version_N`` atomically, with N the first free number from ``version``."""
@@ -31,7 +34,6 @@ def claim_folder(root: Path, version: int) -> Path:
             version += 1
 
 
-
 def latest_last_ckpt(config) -> Path:
     """``--ckpt_path last`` for a fit: the ``last.ckpt`` of the newest run folder of this
     config's logger (``<save_dir>/<name>/version_N``); an error when there is none."""
@@ -41,12 +43,11 @@ def latest_last_ckpt(config) -> Path:
         raise CheckpointError("--ckpt_path last finds the newest run of a CSV or TensorBoard logger; with this "
                               "logger, pass the checkpoint's path")
     root = Path(args.get("save_dir") or ".") / (args.get("name") or "lightning_logs")
-    found = sorted(((int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
-                    if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()), reverse=True)
+    found = [(int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
+             if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()]
     if not found:
         raise CheckpointError(f"--ckpt_path last: no run under {root} has a checkpoints/last.ckpt to resume")
-    return found[0][1]
-
+    return max(found)[1]
 
 
 def continue_metrics(logger, step: int) -> None:
@@ -74,19 +75,9 @@ def continue_metrics(logger, step: int) -> None:
         csv.writer(fh).writerows(kept)
 
 
-
 def launched_as_rank_zero() -> bool:
     """True unless a launcher (torchrun, SLURM, Lightning's DDP) says this process is another rank."""
     return all(int(os.environ.get(var, "0") or 0) == 0 for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
-
-
-
-CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
-
-
-
-START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
-
 
 
 def remove_unstarted_runs(status: int = 2) -> None:

@@ -58,3 +58,10 @@ def abs_window_of(data_class: str):
     window = next(cb for cb in cli.trainer.callbacks if isinstance(cb, AttentionWindow))
     window.apply_to(cli.model, cli.datamodule)
     return cli.model.model.bias_sources["abs_window"]
+
+
+def one_error_line(capsys) -> str:
+    """The single ``abc_lightning: error:`` line a failed command printed on stderr."""
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]
+    assert len(lines) == 1, lines
+    return lines[0]

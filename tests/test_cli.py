@@ -8,6 +8,8 @@ import torch
 
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
+from tests.helpers import one_error_line
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
 DEBUG = str(ROOT / "configs" / "debug.yaml")
@@ -47,9 +49,7 @@ def error_line(capsys, args):
     except SystemExit as exc:
         code = exc.code
     assert code == 2
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]
-    assert len(lines) == 1
-    return lines[0]
+    return one_error_line(capsys)
 
 
 @pytest.mark.parametrize("override,expected", [

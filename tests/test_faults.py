@@ -18,6 +18,8 @@ from abc_lightning.checkpoints import load_checkpoint
 from abc_lightning.cli import run_cli
 from abc_lightning.errors import ConfigError, InputError
 
+from tests.helpers import one_error_line
+
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = str(ROOT / "configs" / "debug.yaml")
 #: epochs of 5 steps, a metrics row every 2, one validation batch at one length, no W&B
@@ -25,12 +27,6 @@ TINY = ["fit", "--config", DEBUG, "--trainer.limit_train_batches=5", "--trainer.
         "--data.val_lengths=[6]", "--trainer.log_every_n_steps=2", "--trainer.enable_progress_bar=false",
         "--wandb.mode=disabled"]
 LAST = Path("runs/debug/version_0/checkpoints/last.ckpt")
-
-
-def one_line(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 class FailingWrites:
@@ -81,7 +77,7 @@ def test_a_save_cut_short_keeps_the_last_checkpoint_and_a_resume_matches(capsys,
     assert run_cli([*TINY, "--trainer.max_epochs=2", "--trainer.logger.init_args.name=whole"]) == 0
     monkeypatch.setattr(files, "open", FailingWrites("last.ckpt", allowed=1, error=fault), raising=False)
     assert run_cli([*TINY, "--trainer.max_epochs=2"]) == status
-    line = one_line(capsys)
+    line = one_error_line(capsys)
     assert says in line and "last.ckpt" in line
     assert load_checkpoint(LAST)["global_step"] == 5  # the first epoch's, whole
     assert not list(LAST.parent.glob(".*.tmp"))
@@ -103,7 +99,7 @@ def test_a_real_full_disk_says_so_and_keeps_the_run(capsys, tmp_path):
         pytest.skip("cannot mount a tmpfs here; the patched writer above covers the same path")
     try:
         assert run_cli([*TINY, "--trainer.max_epochs=2", f"--trainer.logger.init_args.save_dir={disk}"]) == 1
-        assert "no space left on the device" in one_line(capsys)
+        assert "no space left on the device" in one_error_line(capsys)
         assert not list(disk.rglob(".*.tmp"))
     finally:
         subprocess.run(["umount", str(disk)], check=False)
@@ -126,7 +122,7 @@ def test_a_folder_that_cannot_be_written_is_one_line_and_leaves_nothing(capsys, 
     (tmp_path / "afile").write_text("x")
     try:
         assert run_cli([*TINY, "--trainer.max_epochs=1", f"--trainer.logger.init_args.save_dir={save_dir}"]) == 2
-        line = one_line(capsys)
+        line = one_error_line(capsys)
         assert (says in line or "permission denied" in line) and "save_dir=PATH" in line
         assert not Path("runs").exists()
     finally:
@@ -140,7 +136,7 @@ def test_wandb_online_without_a_key_is_one_line_and_leaves_no_run(capsys, monkey
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_home"))
     assert run_cli([*TINY[:-1], "--wandb.mode=online", "--trainer.max_epochs=1"]) == 2
-    line = one_line(capsys)
+    line = one_error_line(capsys)
     assert "W&B could not start" in line and "wandb login" in line and "--wandb.mode=offline" in line
     assert not list(Path("runs").rglob("version_*"))
 
@@ -177,7 +173,7 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
 ])
 def test_a_fit_that_would_do_nothing_or_divide_by_zero_is_refused(capsys, args, says):
     assert run_cli([*TINY, *args]) == 2
-    assert says in one_line(capsys)
+    assert says in one_error_line(capsys)
     assert not Path("runs").exists()
 
 
@@ -188,7 +184,7 @@ def test_an_evaluation_of_nothing_is_refused(capsys):
                        (["validate", "--trainer.limit_val_batches=0"], "limit_val_batches=0: this validate would"),
                        (["test", "--data.test_lengths=[]"], "data.test_lengths is empty: test needs at least one")]:
         assert run_cli([args[0], "--ckpt_path", str(LAST), *args[1:]]) == 2
-        assert says in one_line(capsys)
+        assert says in one_error_line(capsys)
     assert sorted(p.name for p in Path("runs/debug").iterdir()) == ["version_0"]
 
 
@@ -196,7 +192,7 @@ def test_a_resume_past_the_budget_is_refused_and_says_how_to_extend_it(capsys):
     assert run_cli([*TINY, "--trainer.max_epochs=1"]) == 0
     capsys.readouterr()
     assert run_cli([*TINY, "--trainer.max_epochs=1", "--ckpt_path", str(LAST)]) == 2
-    assert "has trained 1 epochs (5 steps), all of trainer.max_epochs=1" in one_line(capsys)
+    assert "has trained 1 epochs (5 steps), all of trainer.max_epochs=1" in one_error_line(capsys)
     assert sorted(p.name for p in Path("runs/debug").iterdir()) == ["version_0"]
 
 
@@ -209,7 +205,7 @@ def test_a_resume_past_the_budget_is_refused_and_says_how_to_extend_it(capsys):
 def test_a_config_that_is_not_yaml_settings_is_one_line(capsys, content, says):
     Path("bad.yaml").write_bytes(content)
     assert run_cli(["fit", "--config", "bad.yaml"]) == 2
-    assert f"config: bad.yaml {says}" in one_line(capsys)
+    assert f"config: bad.yaml {says}" in one_error_line(capsys)
 
 
 def test_predict_reads_inputs_as_written(capsys):
@@ -217,12 +213,12 @@ def test_predict_reads_inputs_as_written(capsys):
     capsys.readouterr()
     common = ["predict", "--ckpt_path", str(LAST)]
     assert run_cli([*common, '--data.predict_inputs=["1 2"]']) == 2
-    assert "'1 2' is not a successor input: it has a space inside a number" in one_line(capsys)
+    assert "'1 2' is not a successor input: it has a space inside a number" in one_error_line(capsys)
     assert run_cli([*common, '--data.predict_inputs=[" 12"]']) == 2
-    assert "' 12' is not a successor input: it starts or ends with a space" in one_line(capsys)
+    assert "' 12' is not a successor input: it starts or ends with a space" in one_error_line(capsys)
     Path("inputs.bin").write_bytes(b"12\n\xff\xfe\n")
     assert run_cli([*common, "--data.predict_file=inputs.bin"]) == 2
-    assert "data.predict_file inputs.bin is not UTF-8 text" in one_line(capsys)
+    assert "data.predict_file inputs.bin is not UTF-8 text" in one_error_line(capsys)
     assert run_cli([*common, '--data.predict_inputs=["007"]']) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("007 = ")  # the input as given
 
@@ -256,5 +252,5 @@ def test_reproduce_and_sweep_name_an_unwritable_output_folder_in_one_line(capsys
     Path("afile").write_text("x")
     assert guarded(reproduce, ["table1", "--results", "afile/out", "--only", "abs_parity", "--table-only"],
                    "--results PATH") == 2
-    line = one_line(capsys)
+    line = one_error_line(capsys)
     assert "a part of the path is a file, not a folder" in line and line.endswith("--results PATH")
