@@ -55,6 +55,10 @@ CANDIDATES = {
                  "--model.lr_schedule=constant"]),
     "cos1k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
+    "cos1k_rich": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps; a tenth of the training rows "
+                   "drawn carry-rich (mostly 9s, within the training lengths)",
+                   ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                    "--model.lr_schedule=cosine", "--data.carry_rich=0.1"]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
                     ["--trainer.max_epochs=5", "--model.lr=0.001", "--model.warmup_steps=100",
                      "--model.lr_schedule=cosine"]),

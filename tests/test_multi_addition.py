@@ -127,3 +127,20 @@ def test_a_carry_rich_share_outside_zero_to_one_is_refused(bad):
 
     with pytest.raises(ConfigError, match="data.carry_rich must be a share in"):
         data_module_for("addition3", carry_rich=bad)
+
+
+def test_nx1_carry_rich_rows_pair_mostly_nines_with_every_multiplier():
+    """N×1's carry-rich rows: multiplicands of mostly 9s times a uniform digit, so that carry
+    chains of every size b − 1 appear (a mostly-9s multiplier would make most of them × 9)."""
+    from abc_lightning.data import carry_rich_values
+    from abc_lightning.tasks.base import POOL_MAX
+
+    allowed = np.ones(POOL_MAX + 1, dtype=bool)
+    rng = np.random.default_rng(0)
+    task = get_task("nx1")
+    drawn = [carry_rich_values(rng, 5000, allowed) for _ in range(2)]
+    a, b = task.from_pool(task.rich_rows(rng, drawn))
+    counts = np.bincount(b[:, 0], minlength=10)
+    assert counts.min() > 0.07 * 5000 and counts.max() < 0.13 * 5000  # uniform, not mostly 9
+    assert (a == 9).sum() / (a > 0).sum() > 0.45  # the multiplicand keeps its 9s (1/9 of uniform non-zero digits)
+    assert len(data_module_for("nx1", carry_rich=0.2).train_set.src) > len(data_module_for("nx1").train_set.src)

@@ -44,6 +44,11 @@ class MultiplyBySingleDigit(Task):
         # that it stays a deterministic function of the seeded permutation.
         return [to_digits(values[0], self.train_width), (values[1] % 10)[:, None]]
 
+    def rich_rows(self, rng: np.random.Generator, operands: list[np.ndarray]) -> list[np.ndarray]:
+        # a multiplicand of mostly 9s times a uniform digit: carry chains of every size b − 1
+        # (a mostly-9s multiplier would make nearly every one of them × 9)
+        return [operands[0], rng.integers(0, 10, size=len(operands[0]))]
+
     def sample(self, rng: np.random.Generator, n: int, length: int) -> list[np.ndarray]:
         a = pad_left(sample_decimal(rng, n, length), self.eval_width(length))
         return [a, rng.integers(0, 10, size=(n, 1))]
