@@ -118,7 +118,9 @@ class ABCLightningCLI(LightningCLI):
         super()._set_seed()
 
     def before_instantiate_classes(self) -> None:
-        trainer = (self.config[self.subcommand] if self.subcommand else self.config).get("trainer", {})
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        resolve_task_period(config)
+        trainer = config.get("trainer", {})
         accelerator = trainer.get("accelerator")
         if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
             raise ConfigError(f"trainer.accelerator={accelerator}, but torch sees no CUDA GPU here; "
@@ -233,9 +235,9 @@ class ABCLightningCLI(LightningCLI):
             if hasattr(callback, "check_data"):
                 callback.check_data(dm)
         period = getattr(model.model.position_index, "period", None)
-        if period is not None and period != dm.task.cpi_period and stage == "fit":
-            warnings.warn(f"{dm.task.name} declares CPI period {dm.task.cpi_period} (see its task file), and this "
-                          f"run uses {period}: --model.position_index.period={dm.task.cpi_period}", stacklevel=2)
+        if period in dm.task.failing_periods and stage == "fit":
+            warnings.warn(f"{dm.task.name} with CPI period {period}: {dm.task.failing_periods[period]} (its own period "
+                          f"is {dm.task.cpi_period}: --model.position_index.period=task)", stacklevel=2)
 
     def _check_budget(self) -> None:
         """A fit must have steps to train: a zero budget, or a checkpoint that has already
@@ -397,6 +399,22 @@ class BuildOnly(ParseOnly):
 
     def instantiate_classes(self) -> None:
         self.parser.instantiate_classes(self.config)
+
+
+def resolve_task_period(config) -> None:
+    """``position_index.period: task`` -> the ``--data`` task's own CPI period, in the config
+    itself, so that the saved config and the checkpoint hold the number."""
+    index = (config.get("model") or {}).get("position_index")
+    init = getattr(index, "init_args", None)
+    if init is None or init.get("period") != "task":
+        return
+    data = config.get("data")
+    module = getattr(_data, str(getattr(data, "class_path", "")).rsplit(".", 1)[-1], None)
+    task_class = getattr(module, "task_class", None)
+    if task_class is None:
+        raise ConfigError("model.position_index.period=task takes the period of the --data task; give a task "
+                          "(e.g. --data=Addition) or an integer period")
+    init.period = task_class.cpi_period
 
 
 def check_args(args: list[str], build: bool = False) -> str | None:

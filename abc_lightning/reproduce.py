@@ -118,11 +118,6 @@ def _tasks(table: str | None = None) -> dict:
     return {name: task for name, task in TASKS.items() if table is None or task.table == table}
 
 
-def cpi(task) -> tuple[str, ...]:
-    """The task's own CPI period where it is not the config's (3)."""
-    return () if task.cpi_period == 3 else (f"--model.position_index.period={task.cpi_period}",)
-
-
 def abs_rows(table: str) -> list[Cell]:
     """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
     cells = []
@@ -130,7 +125,7 @@ def abs_rows(table: str) -> list[Cell]:
         for row in task.rows:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "T3":
-                label, over = f"+ T={task.cpi_period}", cpi(task)
+                label = f"+ T={task.cpi_period}"  # the config's period: task
             cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
                               (data_flag(name), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
@@ -143,7 +138,7 @@ def encoder_window_rows(table: str) -> list[Cell]:
     evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
     digits: every other cell's encoder attends to the whole input, which is quadratic."""
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                 (data_flag(name), *cpi(task), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
+                 (data_flag(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
                  long=True, huge=True)
             for name, task in _tasks(table).items() if "T3" in task.rows]
 

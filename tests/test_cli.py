@@ -1,6 +1,7 @@
 """The CLI parses every shipped config and turns bad input into one clear line, exit 2."""
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,33 @@ def test_abs_parity_is_the_scaffolded_cell():
     addition = ABCLightningCLI(args=["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Addition"], run=False)
     window = next(cb for cb in addition.trainer.callbacks if type(cb).__name__ == "AttentionWindow")
     assert window.cross_width_for(addition.datamodule) == 0 and addition.datamodule.aligned  # the task's own window
+
+
+@pytest.mark.parametrize("task,period", [("Parity", 3), ("Subtraction", 2), ("Nx3", 4)])
+def test_abs_takes_the_task_s_own_cpi_period_unless_told_another(task, period):
+    abs_yaml = str(ROOT / "configs" / "abs.yaml")
+    cli = ABCLightningCLI(args=["--config", abs_yaml, f"--data={task}", "--trainer.logger=false"], run=False)
+    assert cli.model.model.position_index.period == period
+    assert cli.config.model.position_index.init_args.period == period  # the saved config holds the number
+    told = ABCLightningCLI(args=["--config", abs_yaml, f"--data={task}", "--model.position_index.period=5",
+                                 "--trainer.logger=false"], run=False)
+    assert told.model.model.position_index.period == 5
+
+
+def test_a_period_measured_to_fail_warns_and_another_does_not(monkeypatch, tmp_path):
+    """The warning is a measurement's: only a period the task lists in failing_periods."""
+    from abc_lightning.tasks.subtraction import Subtraction
+
+    args = ["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Subtraction", "--model.position_index.period=3",
+            "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"]
+    monkeypatch.setattr(Subtraction, "failing_periods", {3: "measured here"})
+    with pytest.warns(UserWarning, match="subtraction with CPI period 3: measured here"):
+        ABCLightningCLI(args=args, run=False)._preflight("fit")
+    monkeypatch.setattr(Subtraction, "failing_periods", {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ABCLightningCLI(args=args, run=False)._preflight("fit")
+    assert not [w for w in caught if "CPI period" in str(w.message)]
 
 
 def error_line(capsys, args):

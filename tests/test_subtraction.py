@@ -25,8 +25,8 @@ def test_it_is_registered_with_a_data_module_and_its_cells():
     cells = {c.key: c for c in reproduce.all_cells()}
     assert {"subtraction_vanilla", "abs_subtraction", "subtraction_nope_w1", "abc_subtraction"} <= set(cells)
     assert all(cells[k].home == "beyond" for k in ("abs_subtraction", "abc_subtraction"))
-    # its ABS cell uses the CPI period it declares (2, its aligned stride)
-    assert cells["abs_subtraction"].command.endswith("--data=Subtraction --model.position_index.period=2")
+    # its ABS cell is the config with nothing else: configs/abs.yaml's period: task gives it 2
+    assert cells["abs_subtraction"].command == "python -m abc_lightning fit --config configs/abs.yaml --data=Subtraction"
     assert cells["abs_subtraction"].label == "+ T=2"
 
 

@@ -11,6 +11,8 @@ numbers the encoder's input, from its first token too unless an index says other
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
 
@@ -46,13 +48,19 @@ class CyclicIndex(PositionIndex):
     counted from the start, that phase moves with the input's length mod T, and lengths
     whose frame is not the training frame's mod T meet phase pairs that training never
     showed. The decoder always counts from its first token.
+
+    ``period="task"`` takes the task's own (``Task.cpi_period``: 3 for the papers' tasks, the
+    block of a scratchpad task); the CLI resolves it from ``--data`` before the model is built.
     """
 
     ANCHORS = ("start", "end")
 
-    def __init__(self, period: int = 3, source_from: str = "start") -> None:
+    def __init__(self, period: int | Literal["task"] = 3, source_from: str = "start") -> None:
         super().__init__()
-        if not isinstance(period, int) or period < 1:
+        if period == "task":
+            raise ConfigError("CyclicIndex(period='task') takes the task's period, which the CLI resolves from --data; "
+                              "built in Python, give an integer (e.g. get_task('subtraction').cpi_period)")
+        if not isinstance(period, int) or isinstance(period, bool) or period < 1:
             raise ConfigError(f"CPI period T must be an integer >= 1, got {period!r}")
         if source_from not in self.ANCHORS:
             raise ConfigError(f"CyclicIndex.source_from must be one of {', '.join(self.ANCHORS)}, got {source_from!r}")

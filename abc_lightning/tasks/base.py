@@ -102,6 +102,9 @@ class Task(ABC):
     - ``cpi_period``: the period T of cyclic position indexing under ABS (the paper's 3). A
       task whose operands play different roles in a column (subtraction) needs T equal to
       its aligned stride, so that a column's tokens sit at the same phases at every length;
+      ``period: task`` (what ``configs/abs.yaml`` sets) takes it. ``failing_periods``: the
+      other periods measured to fail on this task, each with what was measured, which a fit
+      under one of them prints as a warning;
     - ``paper`` and ``paper_abc``: the papers' accuracy at 60 digits per row of Table 1
       (``vanilla``, ``w1``, ``T3``, ``nope_w1``) and of Table 3 (``ABC`` and the baseline
       schemes it compares with), shown beside ours; empty where the papers have no number;
@@ -125,6 +128,7 @@ class Task(ABC):
     self_width: int = 1
     form: str | None = None
     cpi_period: int = 3
+    failing_periods: dict[int, str] = {}
     paper: dict[str, float] = {}
     paper_abc: dict[str, float] = {}
     paper_note: str = ""
