@@ -200,6 +200,8 @@ class ABCLightningCLI(LightningCLI):
         if text is not None:
             import yaml
 
+            resolve_task_period(self.config[subcommand])  # as the checkpoint holds it: a number
+
             stored = yaml.safe_load(text)
             given = yaml.safe_load(self._parser(subcommand).dump(self.config[subcommand], skip_none=False,
                                                                  skip_validation=True))

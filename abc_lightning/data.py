@@ -117,6 +117,26 @@ class WorstCaseDataset(EncodedDataset):
                 "text": [self.texts[i] for i in idx]}
 
 
+class GroupedDataset(Dataset):
+    """Training rows of several shapes, one group each (a task whose operand count varies:
+    one group per count). A batch takes the group of its first index, and every index of
+    the batch, taken modulo that group's size, picks a row of it: batches stay one shape,
+    each group is drawn in proportion to its size, and the order is still the sampler's
+    (a function of seed and epoch)."""
+
+    def __init__(self, groups: list[EncodedDataset]) -> None:
+        self.groups, self.tag = groups, "train"
+        self.sizes = torch.tensor([len(g) for g in groups])
+        self.ends = torch.cumsum(self.sizes, 0)
+
+    def __len__(self) -> int:
+        return int(self.ends[-1])
+
+    def __getitems__(self, idx: list[int]) -> dict:
+        group = int(torch.searchsorted(self.ends, idx[0], right=True))
+        return self.groups[group].__getitems__((torch.as_tensor(idx) % self.sizes[group]).tolist())
+
+
 class EpochShuffle(Sampler):
     """A fresh permutation each epoch, a function of (seed, epoch) alone.
 
@@ -203,6 +223,10 @@ class ArithmeticDataModule(L.LightningDataModule):
             :func:`carry_rich_values`), added beside the pool's rows; None takes the task's
             own (0, the papers' protocol, except where a task's hard cases need it: the
             carries of 2 in three-operand addition).
+        operands: for a task whose operand count varies (``addition_k``), the count of every
+            validation, test and worst-case input (default: the largest trained).
+        train_operands: for such a task, the counts it trains on; each training batch holds
+            one of them (default: the task's own, 2 to 4).
     """
 
     task_class: type[Task] | None = None
@@ -222,11 +246,23 @@ class ArithmeticDataModule(L.LightningDataModule):
         predict_inputs: list[str] = [],  # noqa: B006
         predict_file: str | None = None,
         carry_rich: float | None = None,
+        operands: int | None = None,
+        train_operands: list[int] | None = None,
     ) -> None:
         super().__init__()
         if self.task_class is None:
             raise ConfigError(f"choose a task's data module, e.g. --data=Addition; one of {data_module_names()}")
         self.task = self.task_class()
+        self.train_tasks = [self.task]
+        if getattr(self.task, "variable_arity", False):
+            counts = list(self.task.train_operands if train_operands is None else train_operands)
+            if not counts:
+                raise ConfigError(f"data.train_operands must name at least one operand count, got {train_operands!r}")
+            self.train_tasks = [self.task.with_operands(k) for k in counts]
+            self.task = self.task.with_operands(max(counts) if operands is None else operands)
+        elif operands is not None or train_operands is not None:
+            raise ConfigError(f"{self.task.name} has a fixed number of operands ({self.task.arity}); "
+                              "data.operands and data.train_operands are for addition_k")
         self.aligned = aligned
         if self.task.arity == 1:
             self.aligned = False  # unary input has nothing to interleave
@@ -244,17 +280,18 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.carry_rich = self.task.carry_rich if carry_rich is None else carry_rich
         if not isinstance(self.carry_rich, (int, float)) or not 0 <= self.carry_rich < 1:
             raise ConfigError(f"data.carry_rich must be a share in [0, 1), got {carry_rich!r}")
-        self._train: EncodedDataset | None = None
+        self._train: EncodedDataset | GroupedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
         self._predict: list[dict] = []
 
     @property
     def train_set(self) -> Encoded:
-        """The encoded training split (after ``setup("fit")``): ``src``, ``tgt_in``, ``tgt_out``."""
+        """The encoded training split (after ``setup("fit")``): ``src``, ``tgt_in``, ``tgt_out``
+        (the largest operand count's, where the count varies)."""
         if self._train is None:
             self.setup("fit")
-        return self._train.data
+        return self._train.groups[-1].data if isinstance(self._train, GroupedDataset) else self._train.data
 
     @property
     def digit_stride(self) -> int | None:
@@ -284,21 +321,23 @@ class ArithmeticDataModule(L.LightningDataModule):
         cut = len(perm) * 7 // 8
         return perm[:cut], perm[cut:]
 
-    def _from_pool(self, values: np.ndarray, n: int | None, salt: int) -> Encoded:
+    def _from_pool(self, values: np.ndarray, n: int | None, salt: int, task: Task | None = None) -> Encoded:
+        task = task or self.task
         rng = np.random.default_rng([self.seed, salt])
         count = len(values) if n is None else min(n, len(values))
         first = values[:count] if n is None else rng.choice(values, size=count, replace=False)
-        operands = [first] + [rng.choice(values, size=count) for _ in range(self.task.arity - 1)]
-        return encode(self.task, self.task.from_pool(operands), self.aligned)
+        operands = [first] + [rng.choice(values, size=count) for _ in range(task.arity - 1)]
+        return encode(task, task.from_pool(operands), self.aligned)
 
-    def _carry_rich(self, train: np.ndarray, n_pool: int) -> Encoded:
+    def _carry_rich(self, train: np.ndarray, n_pool: int, task: Task | None = None) -> Encoded:
         """The carry-rich rows: ``carry_rich`` of the whole split, beside ``n_pool`` pool rows."""
+        task = task or self.task
         rng = np.random.default_rng([self.seed, 5])
         allowed = np.zeros(POOL_MAX + 1, dtype=bool)
         allowed[train] = True
         n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
-        operands = self.task.rich_rows(rng, [carry_rich_values(rng, n, allowed) for _ in range(self.task.arity)])
-        return encode(self.task, self.task.from_pool(operands), self.aligned)
+        operands = task.rich_rows(rng, [carry_rich_values(rng, n, allowed) for _ in range(task.arity)])
+        return encode(task, task.from_pool(operands), self.aligned)
 
     def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:
         """Samples of exactly ``length`` digits, seeded by (seed, length, salt)."""
@@ -321,10 +360,15 @@ class ArithmeticDataModule(L.LightningDataModule):
         if needs_train or needs_val:
             train, val = self.pool_split()
         if needs_train:
-            data = self._from_pool(train, None, salt=1)
-            if self.carry_rich > 0:
-                data = concat(data, self._carry_rich(train, len(data.src)))
-            self._train = EncodedDataset(data, "train")
+            groups = []
+            for task in self.train_tasks:  # one, unless the operand count varies
+                # several counts share the split's size: each draws its rows from the whole split
+                n, salt = (None, 1) if len(self.train_tasks) == 1 else (len(train) // len(self.train_tasks), 10 + task.arity)
+                data = self._from_pool(train, n, salt=salt, task=task)
+                if self.carry_rich > 0:
+                    data = concat(data, self._carry_rich(train, len(data.src), task))
+                groups.append(EncodedDataset(data, "train"))
+            self._train = groups[0] if len(groups) == 1 else GroupedDataset(groups)
         if needs_val:
             self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]

@@ -129,6 +129,7 @@ def decode_batch(model, task, batch: dict) -> list[dict]:
 
     src, expected = batch["src"], batch["tgt_out"]
     predicted = model.generate(src.to(next(model.parameters()).device), steps=expected.shape[1]).cpu()
+    task = task.for_shape(src.shape[1], expected.shape[1])
     rows = []
     for i, text in enumerate(batch["text"]):
         got, want = predicted[i].tolist(), expected[i].tolist()

@@ -33,6 +33,8 @@ LENGTHS = [6, 10, 15, 20, 60, 599, 600, 601, 10000]
 LONG_LENGTHS, LONG_SAMPLES = [599, 600, 601], 1000
 HUGE_LENGTHS, HUGE_SAMPLES = [10000], 100  # the encoder-window cells, whose evaluation is linear
 WORST_LENGTHS = [60, *LONG_LENGTHS, *HUGE_LENGTHS]  # the worst-case columns: one per long length, as the phases differ
+# a task whose operand count varies (addition_k) is also tested at these counts, at these lengths
+OPERAND_LENGTHS, OPERAND_SAMPLES = [6, 60], 1000
 
 class Cell(NamedTuple):
     """One row of a reproduction table: a base config, the task and the overrides that make the cell."""
@@ -308,7 +310,10 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
         record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
                                     ["--data.worst_case=false"])[0]
     record["rows"] += long_rows(cell, out_dir, extra, record["rows"])
-    record["other_test_seconds"] = round(time.perf_counter() - start, 1)  # the curve and the long lengths
+    record["operand_rows"] = operand_rows(cell, out_dir, extra)
+    if not record["operand_rows"]:
+        del record["operand_rows"]
+    record["other_test_seconds"] = round(time.perf_counter() - start, 1)  # the curve, the long lengths, the counts
     return record
 
 
@@ -324,6 +329,42 @@ def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> 
             say(f"[reproduce] {cell.key}: testing at {missing} ({samples} samples)")
             new += test_cell(cell, out_dir, extra, version, missing, samples)[0]
     return new
+
+
+def operand_rows(cell: Cell, out_dir: Path, extra: list[str]) -> list[dict]:
+    """For a task whose operand count varies: rows at each of its ``test_operands``, at
+    :data:`OPERAND_LENGTHS` digits (:data:`OPERAND_SAMPLES` each), tagged ``operands``."""
+    from abc_lightning.tasks import get_task
+
+    rows = []
+    for k in getattr(get_task(cell.task), "test_operands", ()):
+        say(f"[reproduce] {cell.key}: testing {k} operands at {OPERAND_LENGTHS} digits")
+        found = test_cell(cell, out_dir, extra, f"operands{k}", OPERAND_LENGTHS, OPERAND_SAMPLES,
+                          [f"--data.operands={k}"])[0]
+        rows += [{"operands": k, **row} for row in found]
+    return rows
+
+
+def operand_table(cells: list[Cell], by_key: dict) -> str:
+    """The operand-count section of a table: per cell, accuracy (and worst cases) at each
+    count and length of its records' ``operand_rows`` (median / min over seeds)."""
+    keys = sorted({(r["operands"], r["length"]) for c in cells for rec in by_key.get(c.key, [])
+                   for r in rec.get("operand_rows", [])})
+    if not keys:
+        return ""
+    lines = [f"\n### Operand counts ({OPERAND_SAMPLES} random inputs per count and length, and the worst-case set)\n",
+             "| task | config | seeds | " + " | ".join(f"k={k} at {n}" for k, n in keys) + " | "
+             + " | ".join(f"worst k={k} at {n}" for k, n in keys) + " |",
+             "|---|---|---|" + "---|" * (2 * len(keys))]
+    for cell in cells:
+        recs = [r for r in by_key.get(cell.key, []) if r.get("operand_rows")]
+        if not recs:
+            continue
+        rows = [{(r["operands"], r["length"]): r for r in rec["operand_rows"]} for rec in recs]
+        acc = [spread_of([row.get(key, {}).get("accuracy") for row in rows]) for key in keys]
+        worst = [spread_of([row.get(key, {}).get("worst") for row in rows]) for key in keys]
+        lines.append(f"| {cell.task} | {cell.label} | {len(recs)} | " + " | ".join(acc + worst) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths: list[int] | None = None,
@@ -529,7 +570,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         short = spread_of([short_inputs(r) for r in recs])
         lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {short} | {cols} | {paper} | {time_note} "
                      f"| `{first['command']}` |")
-    text = head + "\n".join(lines) + "\n"
+    text = head + "\n".join(lines) + "\n" + operand_table(cells, by_key)
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     files.write_text(out / f"{table}.md", text)

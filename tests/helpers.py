@@ -38,7 +38,7 @@ def own_cross_window(task_name: str, length: int):
     task = get_task(task_name)
     operands = task.sample(np.random.default_rng(0), 1, length)
     src, tgt = task.source(operands, aligned=task.form == "aligned"), task.target(operands)
-    window = task.cross_window(tgt.shape[1] + 1, src.shape[1])
+    window = task.dependency_windows(tgt.shape[1] + 1, src.shape[1], aligned=task.form == "aligned")[1]
     assert window.sum(dim=1).max() == 2 and window.sum(dim=1).min() == 1
     return task, operands, window
 

@@ -54,6 +54,25 @@ def test_abs_takes_the_task_s_own_cpi_period_unless_told_another(task, period):
     assert told.model.model.position_index.period == 5
 
 
+def test_a_checkpoint_of_the_task_s_period_is_tested_with_the_config_it_was_trained_with(tmp_path):
+    """The checkpoint holds the resolved number (2 for subtraction); the same config, still
+    saying period: task, is the same run, not a conflicting one."""
+    abs_yaml = str(ROOT / "configs" / "abs.yaml")
+    common = ["--config", abs_yaml, "--data=Subtraction", f"--trainer.logger.init_args.save_dir={tmp_path}",
+              "--data.val_lengths=[3]", "--data.val_samples=5", "--data.val_split_samples=5"]
+    assert run_cli(["fit", *common, "--trainer.max_steps=2", "--trainer.max_epochs=1", "--model.warmup_steps=0",
+                    "--model.lr_schedule=constant"]) == 0
+    ckpt = next(tmp_path.glob("abs/version_0/checkpoints/last.ckpt"))
+    import yaml
+
+    from abc_lightning.checkpoints import load_checkpoint, stored_config
+
+    stored = yaml.safe_load(stored_config(load_checkpoint(ckpt)))
+    assert stored["model"]["position_index"]["init_args"]["period"] == 2
+    assert run_cli(["test", *common, "--ckpt_path", str(ckpt), "--data.test_lengths=[3]",
+                    "--data.test_samples=5"]) == 0
+
+
 def test_a_period_measured_to_fail_warns_and_another_does_not(monkeypatch, tmp_path):
     """The warning is a measurement's: only a period the task lists in failing_periods."""
     from abc_lightning.tasks.subtraction import Subtraction

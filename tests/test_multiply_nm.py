@@ -74,9 +74,10 @@ def test_it_is_registered_and_predicts_its_own_form():
 
 def test_the_abs_cell_uses_the_task_s_windows():
     bias = abs_window_of("Nx2")
-    assert bias.self_width == 3 and bias.cross_mask is not None
+    assert bias.self_width == 3 and bias.dependencies is not None
+    task = get_task("nx2")
     cross = bias("cross", 10, 13, torch.device("cpu"))[0]
-    assert torch.equal(torch.isfinite(cross), get_task("nx2").cross_window(10, 13))
+    assert torch.equal(torch.isfinite(cross), task.dependency_windows(10, 13, aligned=task.form == "aligned")[1])
 
 
 def test_n_times_three_is_the_same_scratchpad_with_blocks_of_four():

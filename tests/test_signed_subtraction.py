@@ -77,9 +77,10 @@ def test_it_is_registered_and_predicts_its_own_form():
 
 def test_the_abs_cell_uses_the_task_s_windows():
     bias = abs_window_of("SignedSubtraction")
-    assert bias.self_width == 2 and bias.cross_mask is not None
+    assert bias.self_width == 2 and bias.dependencies is not None
+    task = get_task("signed_subtraction")
     cross = bias("cross", 12, 13, torch.device("cpu"))[0]
-    assert torch.equal(torch.isfinite(cross), get_task("signed_subtraction").cross_window(12, 13))
+    assert torch.equal(torch.isfinite(cross), task.dependency_windows(12, 13, aligned=task.form == "aligned")[1])
 
 
 def test_the_task_keeps_the_form_its_windows_are_drawn_on():

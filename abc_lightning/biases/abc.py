@@ -174,7 +174,8 @@ class CalibratedBias(BiasSource):
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
-                layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+                layer: int | None = None, rows: slice | None = None,
+                sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
         entry = self.lines.get(kind)
         if entry is None:
             return None

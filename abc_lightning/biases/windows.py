@@ -46,7 +46,7 @@ Aligned binary example, ``$ + a2 b2 a1 b1 &`` (S = 7, stride 2), trailing, w = 0
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 
@@ -106,6 +106,44 @@ def cross_window(
     return _closed(tuple(open_.shape), open_)
 
 
+class Needs(NamedTuple):
+    """What each answer token depends on: the recurrence a task states, from which ABS builds
+    its windows (:func:`dependency_windows`) at any size.
+
+    ``digits (q, R, 2)``: for answer token t, R pairs (operand, digit) of the input it reads,
+    digit 0 the least significant. Digit −1 is the token just after the operand (the next
+    operator, or EOS), a digit past the operand's top the token just before it (SOS or the
+    operator); an operand past the last is EOS. Pairs with operand −1 are unused. A token
+    that reads nothing reads EOS, as an anchor.
+
+    ``answers (q, A)``: the earlier answer tokens it reads, by index; −1 is SOS (the
+    decoder's first input), anything lower is unused. The token just before it (t − 1, its
+    own input) is always open, as in every decoder window.
+    """
+
+    digits: torch.Tensor
+    answers: torch.Tensor
+
+
+def dependency_windows(needs: Needs, positions: torch.Tensor, rows: torch.Tensor, n_queries: int,
+                       n_keys: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean windows ``(self (r, q), cross (r, k))`` for the query ``rows`` from what they
+    need: ``positions (r, R)`` are the source tokens of ``needs.digits`` (−1 where unused)."""
+    r = len(rows)
+    cross = torch.zeros(r, n_keys, dtype=torch.bool)
+    used = positions >= 0
+    row_of = torch.arange(r)[:, None].expand_as(positions)
+    cross[row_of[used], positions[used]] = True
+    cross[~cross.any(dim=1), n_keys - 1] = True  # nothing read: EOS, the anchor
+    own = torch.zeros(r, n_queries, dtype=torch.bool)
+    own[torch.arange(r), rows.clamp(max=n_queries - 1)] = True
+    keys = needs.answers + 1  # answer u is the decoder's input at u + 1
+    used = (keys >= 0) & (keys <= rows[:, None])
+    row_of = torch.arange(r)[:, None].expand_as(keys)
+    own[row_of[used], keys[used]] = True
+    return own, cross
+
+
 class WindowBias(BiasSource):
     """ABS window masks as a bias source (see :mod:`abc_lightning.model.transformer`).
 
@@ -115,9 +153,9 @@ class WindowBias(BiasSource):
         stride: source tokens per digit position (1 unary, 2 aligned binary).
         geometry: cross-attention window geometry.
         encoder_width: optional symmetric band for encoder self-attention; None leaves it open.
-        cross_mask: a task's own cross window, ``(n_queries, n_keys) -> (q, k)`` booleans
-            (True: open), used instead of the digit-aligned band (``cross_width`` then
-            only says that cross-attention is windowed).
+        dependencies: a task's windows from what its tokens need, ``(n_queries, n_keys,
+            rows) -> (self (r, q), cross (r, k))`` booleans (True: open;
+            :meth:`~abc_lightning.tasks.Task.dependency_windows`), used instead of both widths.
     """
 
     def __init__(
@@ -127,10 +165,10 @@ class WindowBias(BiasSource):
         stride: int = 1,
         geometry: Geometry = "trailing",
         encoder_width: int | None = None,
-        cross_mask: Callable[[int, int], torch.Tensor] | None = None,
+        dependencies: Callable[[int, int, slice | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> None:
         super().__init__()
-        self.cross_mask = cross_mask
+        self.dependencies = dependencies
         for name, value in dict(self_width=self_width, cross_width=cross_width, encoder_width=encoder_width).items():
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(f"window width {name} must be an integer >= 0 (w >= 0), got {value!r}")
@@ -141,28 +179,34 @@ class WindowBias(BiasSource):
         self.self_width, self.cross_width, self.encoder_width = self_width, cross_width, encoder_width
         self.stride, self.geometry = stride, geometry
         self._cache: dict[tuple, torch.Tensor] = {}
-        self._mask: torch.Tensor | None = None  # the task's cross window at the last size asked
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
-                layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+                layer: int | None = None, rows: slice | None = None,
+                sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
         if rows is not None:  # a block of rows of a long sequence: built for it, not kept
-            bias = self._build(kind, n_queries, n_keys, rows)
+            bias = self._build(kind, n_queries, n_keys, rows, sizes)
             return None if bias is None else bias.to(device)[None]
-        key = (kind, n_queries, n_keys, str(device))
+        key = (kind, n_queries, n_keys, sizes if self.dependencies else None, str(device))
         if key not in self._cache:
-            self._cache[key] = self._build(kind, n_queries, n_keys)
+            if len(self._cache) > 16:
+                self._cache.clear()
+            self._cache[key] = self._build(kind, n_queries, n_keys, None, sizes)
             if self._cache[key] is not None:
                 self._cache[key] = self._cache[key].to(device)[None]
         return self._cache[key]
 
-    def _build(self, kind: str, n_queries: int, n_keys: int, rows: slice | None = None) -> torch.Tensor | None:
+    def _build(self, kind: str, n_queries: int, n_keys: int, rows: slice | None = None,
+               sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
+        if self.dependencies is not None and kind in ("decoder", "cross"):
+            if sizes is None and kind == "decoder":
+                raise ValueError("a task's dependency windows need the input's length (sizes)")
+            n_source, n_answer = sizes or (n_keys, n_queries)
+            # the rows of the whole answer's windows (a prefix of it, decoding without a cache)
+            own, cross = self.dependencies(n_answer, n_source, rows or slice(0, n_queries))
+            open_ = own[:, :n_queries] if kind == "decoder" else cross
+            return _closed(tuple(open_.shape), open_)
         if kind == "decoder" and self.self_width is not None:
             return self_window(n_queries, self.self_width, rows)
-        if kind == "cross" and self.cross_mask is not None:
-            if self._mask is None or self._mask.shape != (n_queries, n_keys):  # booleans: a quarter of the bias
-                self._mask = self.cross_mask(n_queries, n_keys)
-            open_ = self._mask[rows or slice(None)]
-            return _closed(tuple(open_.shape), open_)
         if kind == "cross" and self.cross_width is not None:
             return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry, rows)
         if kind == "encoder" and self.encoder_width is not None:
@@ -170,5 +214,7 @@ class WindowBias(BiasSource):
         return None
 
     def extra_repr(self) -> str:
+        if self.dependencies is not None:
+            return f"the task's dependencies, encoder_width={self.encoder_width}"
         return (f"self_width={self.self_width}, cross_width={self.cross_width}, stride={self.stride}, "
                 f"geometry={self.geometry!r}, encoder_width={self.encoder_width}")

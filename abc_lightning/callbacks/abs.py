@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 import lightning as L
@@ -14,10 +15,13 @@ from abc_lightning.errors import ConfigError
 class AttentionWindow(BiasStrategy):
     """Install ABS window masks (width w) in decoder self- and cross-attention.
 
-    Self and cross widths are separate: the best cross width depends on the task's layout,
-    so by default (``cross_width: task``) each task declares its own (``Task.cross_width``:
-    1 for unary tasks, 0 for aligned binary ones). ``None`` leaves that attention open.
-    The stride of the cross window is read from the data (1 unary, 2 aligned binary).
+    By default (``self_width: task``, ``cross_width: task``, trailing geometry) each task's
+    windows are built from what its answer tokens need (``Task.needs``): for the papers'
+    tasks that is the paper's window (w = 1, and the digit-aligned column; 1 for unary
+    tasks, 0 for aligned binary ones), for a scratchpad task its own recurrence, at every
+    size. A width given here instead (a sweep over w) builds band windows along the digits,
+    whose stride is read from the data (1 unary, 2 aligned binary). ``None`` leaves that
+    attention open.
     """
 
     def __init__(
@@ -41,20 +45,15 @@ class AttentionWindow(BiasStrategy):
         """The decoder self-attention width in use: the task's own unless one was given."""
         return datamodule.task.self_width if self.self_width == "task" else self.self_width
 
-    def own_cross_window(self, datamodule):
-        """The task's own cross window (a function of the sizes), where it has one and the
-        cross width is the task's."""
-        from abc_lightning.tasks import Task
-
-        task = datamodule.task
-        if self.cross_width == "task" and type(task).cross_window is not Task.cross_window:
-            return task.cross_window
-        return None
+    def uses_dependencies(self) -> bool:
+        """Whether the task's own windows are built from what its tokens need
+        (:meth:`~abc_lightning.tasks.Task.needs`): both widths the task's, trailing geometry."""
+        return self.self_width == "task" and self.cross_width == "task" and self.geometry == "trailing"
 
     def check_data(self, datamodule) -> int:  # type: ignore[override]
         """The cross window's stride for this data; ConfigError where the input cannot take it."""
         stride = getattr(datamodule, "digit_stride", None)
-        if self.own_cross_window(datamodule) is not None:
+        if self.uses_dependencies():
             return 1
         if stride is None and self.cross_width_for(datamodule) is not None:
             task = datamodule.task
@@ -62,14 +61,17 @@ class AttentionWindow(BiasStrategy):
                 raise ConfigError(f"{task.name} always reads the natural input form (data.aligned does not apply), "
                                   "where a digit-aligned cross window has no stride: give it bias.cross_width=task "
                                   "(its own window) or null")
-            raise ConfigError("the ABS cross-attention window needs aligned input for binary tasks: "
-                              "set data.aligned=true (or bias.cross_width=null)")
+            raise ConfigError("the ABS cross-attention window of a given width needs aligned input for binary tasks: "
+                              "set data.aligned=true (or bias.cross_width=task, the task's own, or null)")
         return stride or 1
 
     def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:
         """Install the window masks in ``pl_module``'s model for ``datamodule``'s input form."""
+        dependencies = None
+        if self.uses_dependencies():
+            dependencies = partial(datamodule.task.dependency_windows, aligned=bool(datamodule.aligned))
         bias = WindowBias(self.self_width_for(datamodule), self.cross_width_for(datamodule), self.check_data(datamodule),
-                          self.geometry, self.encoder_width, self.own_cross_window(datamodule))
+                          self.geometry, self.encoder_width, dependencies)
         pl_module.model.install_bias("abs_window", bias)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:

@@ -84,7 +84,8 @@ class AttentionHeatmaps(L.Callback):
                                                        f"{kind} attention, layer {self.layer}, {length} digits, {tag}")
                     t_pos = model.position_index(steps, src.device)
                     k_pos = t_pos if kind == "decoder" else model.position_index.source(src.shape[1], src.device)
-                    bias = model.attention_bias(kind, t_pos, k_pos, layer=len(model.decoder) - 1)
+                    bias = model.attention_bias(kind, t_pos, k_pos, layer=len(model.decoder) - 1,
+                                                sizes=(src.shape[1], steps))
                     if bias is not None:
                         figures[f"{kind}_bias_L{length}"] = bias_heatmaps(bias.expand(model.heads, -1, -1),
                                                                           f"{kind} bias, {length} digits, {tag}")

@@ -21,7 +21,7 @@ KINDS = ("encoder", "decoder", "cross")
 class BiasSource(nn.Module):
     """The one contract of every attention bias a callback installs (ABS windows, ABC lines)::
 
-        source(kind, n_queries, n_keys, device, layer, rows) -> Tensor (h|1, q, k) or None
+        source(kind, n_queries, n_keys, device, layer, rows, sizes) -> Tensor (h|1, q, k) or None
 
     ``kind`` is one of :data:`KINDS`; ``layer`` is the decoder/encoder layer index, which a
     source with ``per_layer = True`` uses to give each layer its own bias (the others ignore
@@ -29,13 +29,17 @@ class BiasSource(nn.Module):
     closes a cell; None leaves that kind alone. ``rows`` (a slice of the ``n_queries``
     rows, or None for all) asks for those query rows only, exactly as they are in the whole
     bias: decoding at 10,000 digits builds its biases a block of rows at a time, so that
-    memory stays linear in the length.
+    memory stays linear in the length. ``sizes`` is ``(input tokens, decoder steps)`` of the
+    whole pair, which a bias that follows the operands' sizes needs: the decoder's
+    self-attention does not otherwise see the input, and decoding without a cache asks for
+    one prefix of the steps at a time.
     """
 
     per_layer: bool = False
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
-                layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+                layer: int | None = None, rows: slice | None = None,
+                sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
         raise NotImplementedError
 
 

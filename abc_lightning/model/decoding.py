@@ -182,7 +182,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     t_pos = model.position_index(steps, src.device)
     if not use_cache:
         for t in range(steps):
-            logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1])
+            logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1], steps=steps)
             out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
         return out[:, 1:]
     s_pos = model.position_index.source(memory.shape[1], src.device)
@@ -193,9 +193,10 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     # per-layer); without skip_closed every step reads every key, which the layers treat
     # exactly like no plan at all.
     plans = [KeyPlan(steps, memory.shape[1], skip_closed) for _ in range(n if model.per_layer_biases else 1)]
+    sizes = (memory.shape[1], steps)
     blocks = row_blocks(steps, max(steps, memory.shape[1]))
     for rows in blocks:  # every row first: when each self-attention key is last used
-        self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows)
+        self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
         for plan, bias in zip(plans, self_biases):
             plan.add_self_rows(bias, rows)
     # absolute indices of the keys in the caches of each plan's layers (they keep the same ones)
@@ -203,8 +204,8 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     tokens = []
     for rows in blocks:
         if len(blocks) > 1:  # one block is the whole bias, already built above
-            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows)
-        cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows)
+            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
+        cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
         for plan, bias in zip(plans, cross_biases):
             plan.set_cross_rows(bias, rows)
         for t in range(rows.start, rows.stop):

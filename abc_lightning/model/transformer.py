@@ -214,15 +214,18 @@ class Seq2SeqTransformer(nn.Module):
             del self.bias_sources[name]
 
     def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                       layer: int | None = None, rows: slice | None = None) -> torch.Tensor | None:
+                       layer: int | None = None, rows: slice | None = None,
+                       sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
         """Every additive bias for one attention kind (and layer), summed once: ``(h|1, q, k)``
-        or None; only the query rows ``rows`` when given (decoding long sequences in blocks)."""
+        or None; only the query rows ``rows`` when given (decoding long sequences in blocks).
+        ``sizes``: ``(input tokens, decoder steps)`` of the whole pair, which a bias that follows
+        the operands' sizes needs (:class:`~.attention.BiasSource`)."""
         q, k, device = len(q_pos), len(k_pos), q_pos.device
         return sum_biases(
             causal_mask(q, device, rows) if kind == "decoder" else None,
             self.positional.score_bias(kind, q_pos if rows is None else q_pos[rows], k_pos)
             if self.use_positional else None,
-            *(source(kind, q, k, device, layer, rows) for source in self.bias_sources.values()),
+            *(source(kind, q, k, device, layer, rows, sizes=sizes) for source in self.bias_sources.values()),
         )
 
     @property
@@ -231,11 +234,12 @@ class Seq2SeqTransformer(nn.Module):
         return any(source.per_layer for source in self.bias_sources.values())
 
     def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                     n_layers: int, rows: slice | None = None) -> list[torch.Tensor | None]:
+                     n_layers: int, rows: slice | None = None, sizes: tuple[int, int] | None = None) -> list[torch.Tensor | None]:
         """The bias of each layer: computed once and shared unless a source is per-layer."""
         if self.per_layer_biases:
-            return [self.attention_bias(kind, q_pos, k_pos, layer=i, rows=rows) for i in range(n_layers)]
-        return [self.attention_bias(kind, q_pos, k_pos, rows=rows)] * n_layers
+            return [self.attention_bias(kind, q_pos, k_pos, layer=i, rows=rows, sizes=sizes)
+                    for i in range(n_layers)]
+        return [self.attention_bias(kind, q_pos, k_pos, rows=rows, sizes=sizes)] * n_layers
 
     def _band(self, bias: torch.Tensor | None, n_keys: int) -> Band | None:
         """:func:`~.decoding.band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
@@ -316,17 +320,21 @@ class Seq2SeqTransformer(nn.Module):
             cache[key] = (dict(self.bias_sources), pairs)  # holding the sources keeps their ids from being reused
         return cache[key][1]
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False, t_pos: torch.Tensor | None = None):
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, need_map: bool = False, t_pos: torch.Tensor | None = None,
+               steps: int | None = None):
         """``tgt (b, t)`` and ``memory (b, s, d)`` -> logits ``(b, t, vocab)`` and maps.
 
         ``t_pos`` overrides the decoder's position indices (greedy decoding passes prefixes
-        of the full-length indices, which matters for randomized positions).
+        of the full-length indices, which matters for randomized positions), and ``steps``
+        says how long the whole answer is, where ``tgt`` is a prefix of it.
         """
         t_pos = self.position_index(tgt.shape[1], tgt.device) if t_pos is None else t_pos
         s_pos = self.position_index.source(memory.shape[1], memory.device)
         x = self.embed(tgt, t_pos)
         n = len(self.decoder)
-        self_biases, cross_biases = self.layer_biases("decoder", t_pos, t_pos, n), self.layer_biases("cross", t_pos, s_pos, n)
+        sizes = (memory.shape[1], steps or tgt.shape[1])
+        self_biases = self.layer_biases("decoder", t_pos, t_pos, n, sizes=sizes)
+        cross_biases = self.layer_biases("cross", t_pos, s_pos, n, sizes=sizes)
         rotary, cross_rotary = self.rotary_for("decoder"), self.rotary_for("cross")
         self_maps, cross_maps = [], []
         for layer, self_bias, cross_bias in zip(self.decoder, self_biases, cross_biases):

@@ -12,8 +12,10 @@ import re
 from abc import ABC, abstractmethod
 
 import numpy as np
+import torch
 
 from abc_lightning import vocab
+from abc_lightning.biases.windows import Needs, dependency_windows
 from abc_lightning.errors import ConfigError, InputError
 
 #: The training pool is the integers in [0, 2^20], as in the papers.
@@ -97,8 +99,10 @@ class Task(ABC):
     - ``form``: the input form a task's own windows are drawn on (``natural`` or
       ``aligned``), which then overrides ``data.aligned``; None takes the configured one;
     - ``self_width``: ABS's decoder self-attention window (the paper's 1); a task whose
-      tokens need an older step (a scratchpad) declares more. A task whose cross-attention
-      window is not a band along the digits overrides :meth:`cross_window`;
+      tokens need an older step (a scratchpad) declares more. ABS builds both windows from
+      :meth:`needs`, which by default reads these widths; a task whose tokens follow another
+      recurrence (a scratchpad) states which input digits and answer tokens each one reads
+      there, as a function of the operands' sizes, and gets its windows at every size;
     - ``cpi_period``: the period T of cyclic position indexing under ABS (the paper's 3). A
       task whose operands play different roles in a column (subtraction) needs T equal to
       its aligned stride, so that a column's tokens sit at the same phases at every length;
@@ -223,10 +227,63 @@ class Task(ABC):
         width = (src_width - 2 - (self.arity - 1)) // self.arity
         return [(1 + i * (width + 1), width) for i in range(self.arity)]
 
-    def cross_window(self, n_queries: int, n_keys: int):
-        """The task's own ABS cross-attention window, a ``(q, k)`` boolean tensor (True:
-        open), or None for the digit-aligned band of ``AttentionWindow``."""
-        return None
+    # ---- windows ------------------------------------------------------------------
+    def frame(self, n_queries: int, n_keys: int, aligned: bool) -> tuple[int, ...]:
+        """The operands' widths (symbols each, leading zeros included) in a source of
+        ``n_keys`` tokens: ``$ a &``, ``$ a + b &`` or, aligned, ``$ + a_n b_n … a_1 b_1 &``."""
+        if self.arity == 1:
+            return (n_keys - 2,)
+        if aligned:
+            return ((n_keys - 3) // self.arity,) * self.arity
+        return ((n_keys - 2 - (self.arity - 1)) // self.arity,) * self.arity
+
+    def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
+        """What answer tokens ``steps`` depend on (:class:`~abc_lightning.biases.windows.Needs`),
+        from which ABS builds this task's windows at any size.
+
+        By default, the task's widths: token t reads digits t − ``cross_width`` … t of every
+        operand and the ``self_width`` + 1 answer tokens before it, which is the paper's
+        trailing window (w = 1: digits t and t − 1, answers t − 1 and t − 2). A task whose
+        tokens follow another recurrence (a scratchpad) states it here.
+        """
+        t = steps[:, None]
+        offsets = torch.arange(-self.cross_width, 1)[None, :]
+        digits = torch.stack(torch.broadcast_tensors(
+            torch.arange(self.arity).repeat_interleave(offsets.shape[1])[None, :],
+            (t + offsets).repeat(1, self.arity)), dim=-1)
+        return Needs(digits, t - 1 - torch.arange(self.self_width + 1)[None, :])
+
+    def source_positions(self, digits: torch.Tensor, widths: tuple[int, ...], aligned: bool,
+                         n_keys: int) -> torch.Tensor:
+        """The source token of each ``(operand, digit)`` pair of :class:`Needs` (−1: unused).
+
+        Aligned, digit d's column is the ``arity`` tokens ending ``arity · d + 1`` before EOS
+        (a digit past the top falls on the operator, then SOS); otherwise each operand is its
+        own run of tokens, and a digit below it is the token after it, one past its top the
+        token before it."""
+        o, d = digits[..., 0], digits[..., 1]
+        eos = n_keys - 1
+        if aligned and self.arity > 1:
+            pos = torch.where(d < 0, eos, (eos - self.arity * (d + 1) + o.clamp(min=0)).clamp(min=0))
+        else:
+            width = torch.tensor(widths)
+            start = torch.cumsum(torch.cat([torch.ones(1, dtype=torch.long), width[:-1] + 1]), 0)
+            k = o.clamp(0, len(widths) - 1)
+            w, first = width[k], start[k]
+            pos = torch.where(d < 0, first + w, torch.where(d >= w, first - 1, first + w - 1 - d))
+        pos = torch.where(o >= len(widths), eos, pos)  # an operand past the last: EOS
+        return torch.where(o < 0, -1, pos)
+
+    def dependency_windows(self, n_queries: int, n_keys: int, rows: slice | None = None,
+                           aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """ABS's windows from :meth:`needs`: booleans ``(self (r, q), cross (r, k))`` for the
+        query ``rows`` (all when None) of an answer of ``n_queries`` steps read from a source
+        of ``n_keys`` tokens."""
+        steps = torch.arange(*(rows or slice(0, n_queries)).indices(n_queries))
+        widths = self.frame(n_queries, n_keys, aligned)
+        needs = self.needs(steps, widths, aligned)
+        positions = self.source_positions(needs.digits, widths, aligned, n_keys)
+        return dependency_windows(needs, positions, steps, n_queries, n_keys)
 
     def digit_stride(self, aligned: bool) -> int | None:
         """Source tokens per output digit position (one per operand in the aligned form), or
@@ -286,6 +343,11 @@ class Task(ABC):
     @abstractmethod
     def example_input(self) -> str:
         """A well-formed predict input, shown in error messages."""
+
+    def for_shape(self, n_source: int, n_answer: int) -> Task:
+        """This task as it reads an input of ``n_source`` tokens with an answer of ``n_answer``
+        (a task whose operand count varies finds it from them)."""
+        return self
 
     def format_answer(self, digits: list[int]) -> str:
         """Generation-order answer digits -> the answer as a person writes it."""

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import torch
 
+from abc_lightning.biases.windows import Needs
 from abc_lightning.tasks.base import Task, add_columns, cycle, pad_left, sample_decimal, to_digits
 
 
@@ -23,7 +24,7 @@ class MultiplyFixedWidth(Task):
       the same partial product, which the token M + 1 steps back (q_j of column c − 1) holds;
     - s_c = (Σ_j q_j + carry) mod 10: the M tokens before it and, M + 1 steps back, s_{c−1}.
 
-    So decoder self-attention opens the last M + 1 steps, cross-attention opens exactly
+    So (:meth:`needs`) decoder self-attention opens the last M + 1 steps, cross-attention opens exactly
     a[c − j] and b_j for q_j (an anchor for s_c: EOS), and cyclic position indexing with
     period M + 1 tells each token its slot. The answer is the s tokens. Example, N×2
     (operand width 4 for brevity), ``63 × 47 = 2961``: p_0 = 63 × 7 = 441, p_1 = 63 × 4 = 252::
@@ -77,19 +78,18 @@ class MultiplyFixedWidth(Task):
         product = digits[self.m :: self.block]  # the s token of each column
         return "".join(str(d) for d in reversed(product)).lstrip("0") or "0"
 
-    def cross_window(self, n_queries: int, n_keys: int) -> torch.Tensor:
-        """Which source tokens each output token reads: ``(q, k)`` booleans for ``$ a * b &``."""
-        width = n_keys - self.m - 3  # $, a (W digits), *, b (M digits), &
-        t = torch.arange(n_queries)
+    def frame(self, n_queries: int, n_keys: int, aligned: bool) -> tuple[int, ...]:
+        return (n_keys - 3 - self.m, self.m)  # $, a, *, b (M digits), &
+
+    def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
+        """q_j of column c reads a[c − j] and b_j; the product digit reads no digit (EOS, the
+        anchor); each reads the M + 2 steps before it (back to its slot of the previous column)."""
+        t = steps[:, None]
         c, j = t // self.block, t % self.block
-        open_ = torch.zeros(n_queries, n_keys, dtype=torch.bool)
-        digit = c - j
-        a_pos = torch.where(digit < 0, width + 1, torch.where(digit >= width, 0, width - digit))  # '*' below, '$' above
-        is_q = j < self.m
-        open_[t[is_q], a_pos[is_q]] = True
-        open_[t[is_q], (width + self.m + 1 - j)[is_q]] = True  # b_j
-        open_[t[~is_q], n_keys - 1] = True  # the product digit: EOS as an anchor
-        return open_
+        product = j == self.m
+        digits = torch.stack([torch.where(product, -1, torch.cat([torch.zeros_like(t), torch.ones_like(t)], 1)),
+                              torch.cat([c - j, j], 1)], dim=-1)
+        return Needs(digits, t - 1 - torch.arange(self.self_width + 1)[None, :])
 
     def growing_segments(self, src_width: int, aligned: bool = False) -> list[tuple[int, int]]:
         # the multiplier has M digits at every length: only the multiplicand grows

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from abc_lightning import vocab
+from abc_lightning.biases.windows import Needs
 from abc_lightning.tasks.base import Task, cycle, spread
 from abc_lightning.tasks.subtraction import subtract_columns
 
@@ -103,18 +104,14 @@ class SignedSubtraction(Task):
         text = "".join(str(d) for d in reversed(magnitude)).lstrip("0") or "0"
         return "-" + text if sign == MINUS and text != "0" else text
 
-    def cross_window(self, n_queries: int, n_keys: int) -> torch.Tensor:
-        """Which source tokens each output token reads: ``(q, k)`` booleans for the aligned
-        ``$ - a_{W-1} b_{W-1} … a_0 b_0 &``."""
-        width = (n_keys - 3) // 2  # $, -, W pairs, &
-        t = torch.arange(n_queries)
+    def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
+        """``r_c`` and ``d_c`` read the pair a_c b_c and the three steps before them; the sign
+        (and EOS) read no digit, so EOS, the anchor."""
+        t = steps[:, None]
         column = t // 2
-        open_ = torch.zeros(n_queries, n_keys, dtype=torch.bool)
-        digit = column < width
-        open_[t[digit], (2 * width - 2 * column)[digit]] = True  # a_c
-        open_[t[digit], (2 * width + 1 - 2 * column)[digit]] = True  # b_c
-        open_[t[~digit], n_keys - 1] = True  # the sign (and EOS after it): EOS as an anchor
-        return open_
+        operand = torch.where(column < widths[0], torch.tensor([[0, 1]]), -1)
+        digits = torch.stack(torch.broadcast_tensors(operand, column), dim=-1)
+        return Needs(digits, t - 1 - torch.arange(self.self_width + 1)[None, :])
 
     def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
         filler = cycle("12345678", length)
