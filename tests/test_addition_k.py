@@ -16,33 +16,38 @@ def total(operands, i):
 
 def test_the_worked_example_of_the_docstring():
     t = get_task("addition_k").with_operands(3)
-    ops = t.operands_from_text(["12", "34", "56"], 2)
-    assert ops[0].shape[1] == 4  # the frame rounds up to W ≡ 1 (mod 3)
-    assert t.target(ops)[0].tolist() == [2, 1, 0, 0, 0, 0, 6, 4, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0]
+    ops = [x[:, -2:] for x in t.operands_from_text(["12", "34", "56"], 2)]  # frame 2, as drawn
+    assert t.target(ops)[0].tolist() == [2, 0, 1, 0, 0, 0, 0, 0, 6, 0, 4, 0, 0, 0, 0, 0, 2, 1, 0, 1, 1, 0, 0, 0]
     assert t.format_answer(t.target(ops)[0].tolist()) == "102"
+    assert t.operands_from_text(["12"], 4)[0].shape[1] == 5  # frames round up to W ≡ 2 (mod 3)
 
 
 @pytest.mark.parametrize("k", [2, 3, 7, 40])
 @pytest.mark.parametrize("length", [1, 6, 61])
-def test_every_row_is_a_running_sum_and_the_last_is_the_answer(k, length):
+def test_every_row_is_a_running_sum_beside_its_carries_and_the_last_is_the_answer(k, length):
     t = get_task("addition_k").with_operands(k)
     n = eval_size(length, 40)
     ops = t.sample(np.random.default_rng(k * length), n, length)
     target = t.target(ops)
     width = ops[0].shape[1]
-    assert width % 3 == 1 and target.shape[1] == k * (width + 2)
-    rows = target.reshape(n, k, width + 2)
+    assert width % 3 == 2 and target.shape[1] == k * 2 * (width + 2)
+    rows = target.reshape(n, k, width + 2, 2)  # (sample, row, column, digit/carry)
     for i in range(n):
         for r in range(k):
-            assert as_int(rows[i, r, ::-1]) == sum(as_int(x[i]) for x in ops[: r + 1])
+            assert as_int(rows[i, r, ::-1, 0]) == sum(as_int(x[i]) for x in ops[: r + 1])
+            above = rows[i, r - 1, :, 0] if r else np.zeros(width + 2, dtype=int)
+            x = np.pad(ops[r][i, ::-1], (0, 2))
+            carries = (above + x + np.concatenate([[0], rows[i, r, :-1, 1]])) // 10
+            assert (rows[i, r, :, 1] == carries).all()
         assert t.format_answer(target[i].tolist()) == str(total(ops, i))
 
 
 @pytest.mark.parametrize("k,length", [(2, 6), (4, 6), (10, 20), (40, 60)])
-def test_each_token_reads_one_input_digit_and_three_answer_keys_at_distinct_phases(k, length):
+def test_each_token_reads_its_digit_the_row_above_and_the_carry_at_its_own_phases(k, length):
     """The windows come from the task's recurrence at every k and W: one cross key (its
-    operand's digit of its column, EOS after the last row) and, besides its own input, the
-    token before it and the same column of the row above, at phases t, t − 1 and t + 1 (mod 3)."""
+    operand's digit of its column, an operator above the operand's top, EOS after the last
+    row), and besides its own input the row above's digit of its column (and, for a carry,
+    the carry before it), at phases t − 1 (and t − 2) of its own, mod 6."""
     t = get_task("addition_k").with_operands(k)
     ops = t.sample(np.random.default_rng(0), 1, length)
     src, tgt = t.source(ops), t.target(ops)
@@ -50,17 +55,22 @@ def test_each_token_reads_one_input_digit_and_three_answer_keys_at_distinct_phas
     assert t.frame(n_q, n_k, False) == (ops[0].shape[1],) * k and t.for_shape(n_k, n_q).arity == k
     own, cross = t.dependency_windows(n_q, n_k)
     assert (cross.sum(1) == 1).all()
-    size = ops[0].shape[1] + 2
-    for q in range(2 * size, n_q - 1, 7):  # rows 2 and later: every key is a real one
+    width = ops[0].shape[1]
+    row = 2 * (width + 2)
+    for q in range(row, n_q - 1, 5):  # rows 1 and later: every key is a real one
+        r, u = divmod(q, row)
+        c, is_carry = divmod(u, 2)
         keys = torch.nonzero(own[q]).flatten().tolist()
-        assert keys == [q - size + 1, q - 1, q] or sorted(keys) == sorted({q - size + 1, q - 1, q})
-        assert len({key % 3 for key in keys}) == 3
-        r, c = divmod(q, size)
+        want = sorted({q, q - row + 1 - is_carry} | ({q - 1} if is_carry else set()))
+        assert keys == want
+        assert sorted((q - key) % 6 for key in keys) == ([0, 1, 2] if is_carry else [0, 1])
         key = int(torch.nonzero(cross[q]))
-        digit = ops[r][0, -1 - c] if c < ops[r].shape[1] else None
-        assert src[0, key] == digit if digit is not None else src[0, key] == 13  # '+' above the operand's top
+        if c < width:
+            assert src[0, key] == ops[r][0, -1 - c]
+        else:
+            assert src[0, key] == 13  # the operator before the operand
     assert int(torch.nonzero(cross[n_q - 1])) == n_k - 1  # after the last row: EOS
-    assert own[0].tolist()[0] and own[size - 1, 0]  # the first row reads SOS as the row above
+    assert own[1, 0] and own[row - 1, 0]  # the first row reads SOS as the row above
 
 
 def test_sizes_that_no_operand_count_gives_are_refused():
@@ -80,8 +90,8 @@ def test_the_data_module_trains_on_every_count_in_one_shape_per_batch():
         shapes.add(batch["src"].shape[1])
         if len(shapes) == 3:
             break
-    assert shapes == {1 + k * 11 for k in (2, 3, 4)}  # 1 + k(W + 1), W = 10
-    assert data_module_for("addition_k", operands=20).test_set(6, 5).data.src.shape[1] == 1 + 20 * 11
+    assert shapes == {1 + k * 9 for k in (2, 3, 4)}  # 1 + k(W + 1), W = 8
+    assert data_module_for("addition_k", operands=20).test_set(6, 5).data.src.shape[1] == 1 + 20 * 9
 
 
 def test_operand_counts_are_checked_and_belong_to_this_task():

@@ -13,29 +13,34 @@ from abc_lightning.tasks.base import Task, add_columns, cycle, spread
 
 
 class RowAddition(Task):
-    """Addition of any number of operands, as a scratchpad of running sums.
+    """Addition of any number of operands, as a scratchpad of running sums, each digit
+    written beside its carry.
 
-    Row r (r = 0 … k − 1) is S_r = x_1 + … + x_{r+1}, least significant digit first, in
-    R = W + 2 digits (W, the operands' frame), so every sum of up to 100 operands fits and
-    its top column never carries. The frame is rounded up to W ≡ 1 (mod 3), so R is a
-    multiple of 3. The answer is the last row. Each row adds one operand to the row before it, so every token depends on
-    the same few tokens whatever k and W are (:meth:`needs`):
+    Row r (r = 0 … k − 1) is S_r = x_1 + … + x_{r+1}, least significant column first, in
+    R = W + 2 columns (W, the operands' frame), so every sum of up to 100 operands fits and
+    its top column never carries. Each column is two tokens: the digit d = S_r[c] and the
+    carry it sends up, e = (S_{r−1}[c] + x_{r+1}[c] + e_{c−1}) ≥ 10. The answer is the last
+    row's digits. Each row adds one operand to the row before it, so every token reads the
+    same few raw tokens whatever k and W are (:meth:`needs`):
 
-    - the digit x_{r+1}[c] of its own column (cross-attention; a column past the operand's
-      top reads the token before it, an operator);
-    - S_{r−1}[c], the same column of the previous row (SOS for row 0, whose previous row is 0);
-    - the two answer tokens before it, whose computation holds the carry: the column below
-      adds S_{r−1}[c−1] + x_{r+1}[c−1] plus its own carry, and its output digit tells which.
-      The carry out of a row's top column is always 0, so each row starts without one.
+    - its own column's digit of its operand, x_{r+1}[c] (cross-attention; a column past
+      the operand's top reads the token before it, an operator);
+    - S_{r−1}[c], the digit of the same column one row up (SOS for row 0, whose row above is 0);
+    - the carry coming in, e_{c−1} (the digit's own input; the carry reads it two steps
+      back). A row's first column reads the carry out of the row above's top column,
+      which is always 0.
 
-    With R a multiple of 3, these three keys sit at positions t, t − 1 and t − R + 1 ≡ t + 1
-    (mod 3): under cyclic position indexing of period 3 each has its own phase, at every k and
-    W. After the last row the query reads the operand past the last, EOS, and stops. The
-    sizes give k and W back: the source has 1 + k(W + 1) tokens and the decoder k·R + 1.
-    Example (frame 4 for brevity, so R = 6), ``12 + 34 + 56``::
+    The frame is rounded up to W ≡ 2 (mod 3), so a row is 2R ≡ 2 (mod 6) tokens: under
+    cyclic position indexing of period 6 the keys a token reads sit at phases t, t − 1
+    and t − 2 of its own (the row above at t − 2R + 1 ≡ t − 1 for a digit, t − 2R ≡ t − 2
+    for a carry), and a token's phase tells digit from carry, at every k and W. After the
+    last row the query reads the operand past the last, EOS, and stops. The sizes give k
+    and W back: the source has 1 + k(W + 1) tokens and the decoder 2k·R + 1. Example
+    (frame 2 for brevity, so R = 4), ``12 + 34 + 56``::
 
-        source  $ 0 0 1 2 + 0 0 3 4 + 0 0 5 6 &
-        target  2 1 0 0 0 0 | 6 4 0 0 0 0 | 2 0 1 0 0 0     (12, 46, 102: rows reversed)
+        source  $ 1 2 + 3 4 + 5 6 &
+        target  2 0 1 0 0 0 0 0 | 6 0 4 0 0 0 0 0 | 2 1 0 1 1 0 0 0    (d e per column)
+                                                     (digits 2 0 1 0: 102 reversed)
 
     The data module draws k from ``data.train_operands`` per training batch, and
     evaluates at ``data.operands``.
@@ -47,6 +52,7 @@ class RowAddition(Task):
     pattern = re.compile(r"\d+(\+\d+)+")
     cross_width = 0  # widths for a sweep over w only; ABS reads needs()
     self_width = 1
+    cpi_period = 6  # a row is 2R ≡ 2 (mod 6) tokens: its keys at phases t, t − 1, t − 2
     form = "natural"  # its windows are drawn on the natural form
     variable_arity = True
     train_operands = (2, 3, 4)
@@ -54,7 +60,7 @@ class RowAddition(Task):
     order = 15
     table = "beyond"
     rows = ("w1", "T3", "nope_w1")  # the vanilla row is the FIRE baseline on the same scratchpad
-    abc = False  # a row's dependency sits R steps back, and R grows with W: no fixed line to calibrate
+    abc = False  # a token's row above sits 2R steps back, and R grows with W: no fixed line to calibrate
 
     def with_operands(self, k: int) -> RowAddition:
         """This task at ``k`` operands."""
@@ -66,12 +72,12 @@ class RowAddition(Task):
 
     @staticmethod
     def frame_width(width: int) -> int:
-        """The smallest frame of at least ``width`` cells with W ≡ 1 (mod 3)."""
-        return width + (1 - width) % 3
+        """The smallest frame of at least ``width`` cells with W ≡ 2 (mod 3)."""
+        return width + (2 - width) % 3
 
     @staticmethod
     def row_width(width: int) -> int:
-        """R = W + 2: a multiple of 3 for the task's frames."""
+        """R = W + 2 columns, two tokens each."""
         return width + 2
 
     def operand_width(self, length: int) -> int:
@@ -85,19 +91,25 @@ class RowAddition(Task):
         return super().operands_from_text(parts, self.frame_width(width))
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
-        width = operands[0].shape[1]
+        n, width = operands[0].shape
         size = self.row_width(width)
-        total = np.zeros((operands[0].shape[0], size), dtype=np.int64)  # most significant first
+        above = np.zeros((n, size), dtype=np.int64)  # S_{r−1}, least significant first
         rows = []
         for x in operands:
-            row = add_columns(total, np.pad(x, ((0, 0), (size - width, 0))))[:, :size]  # the top never carries
+            x = np.pad(x[:, ::-1], ((0, 0), (0, size - width)))  # least significant first
+            row = np.zeros((n, 2 * size), dtype=np.int64)
+            carry = np.zeros(n, dtype=np.int64)
+            for c in range(size):
+                total = above[:, c] + x[:, c] + carry
+                carry = total // 10
+                row[:, 2 * c], row[:, 2 * c + 1] = total % 10, carry
+                above[:, c] = total % 10
             rows.append(row)
-            total = row[:, ::-1]
         return np.concatenate(rows, axis=1)
 
     def format_answer(self, digits: list[int]) -> str:
-        """The last row (this instance's k rows of equal length)."""
-        last = digits[len(digits) - len(digits) // self.arity :]
+        """The last row's digits (this instance's k rows of equal length)."""
+        last = digits[len(digits) - len(digits) // self.arity :][::2]
         return "".join(str(d) for d in reversed(last)).lstrip("0") or "0"
 
     def for_shape(self, n_source: int, n_answer: int) -> RowAddition:
@@ -105,21 +117,23 @@ class RowAddition(Task):
 
     # ---- windows ------------------------------------------------------------------
     def frame(self, n_queries: int, n_keys: int, aligned: bool) -> tuple[int, ...]:
-        """(W,) * k: k = (k·R + 1) − (1 + k(W + 1)), the decoder's steps less the source's tokens."""
-        k = n_queries - n_keys
+        """(W,) * k: the source has 1 + k(W + 1) tokens and the decoder 2k(W + 2) + 1."""
+        twice_k = (n_queries - 1) - 2 * (n_keys - 1)
+        k = twice_k // 2
         width = (n_keys - 1) // k - 1 if k > 0 else -1
-        if k < 1 or k * (width + 1) + 1 != n_keys or width % 3 != 1:
+        if twice_k % 2 or k < 1 or k * (width + 1) + 1 != n_keys or width % 3 != 2:
             raise ValueError(f"{self.name}: no (operands, width) gives {n_keys} source tokens and {n_queries} decoder "
-                             "steps (decode exactly k·(W + 2) + 1 steps)")
+                             "steps (decode exactly 2k·(W + 2) + 1 steps)")
         return (width,) * k
 
     def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
-        size = self.row_width(widths[0])
+        row = 2 * self.row_width(widths[0])
         t = steps[:, None]
-        r, c = t // size, t % size
-        digits = torch.stack([r, c], dim=-1)  # (q, 1, 2): x_{r+1}[c]; past the last operand, EOS
-        above = torch.where(r == 0, -1, t - size)  # S_{r−1}[c], or SOS for the first row
-        return Needs(digits, torch.cat([t - 1, t - 2, above], dim=1))
+        r, c, carry = t // row, t % row // 2, t % 2  # row, column, and digit (0) or carry (1)
+        digits = torch.stack([r, c], dim=-1)  # x_{r+1}[c]; past the last operand, EOS
+        above = torch.where(r == 0, -1, t - row - carry)  # S_{r−1}[c] (SOS for the first row)
+        incoming = torch.where(carry == 1, t - 2, -9)  # a carry reads the carry before it
+        return Needs(digits, torch.cat([t - 1, incoming, above], dim=1))
 
     # ---- sampling, predict --------------------------------------------------------
     def worst_cases(self, length: int) -> dict[str, list[tuple[str, ...]]]:
