@@ -224,7 +224,8 @@ class ArithmeticDataModule(L.LightningDataModule):
             own (0, the papers' protocol, except where a task's hard cases need it: the
             carries of 2 in three-operand addition).
         operands: for a task whose operand count varies (``addition_k``), the count of every
-            validation, test and worst-case input (default: the largest trained).
+            validation length, test and worst-case input (default: the largest trained; the
+            in-distribution split ``val/loss`` and ``val/acc`` stays at that one).
         train_operands: for such a task, the counts it trains on; each training batch holds
             one of them (default: the task's own, 2 to 4).
     """
@@ -370,7 +371,9 @@ class ArithmeticDataModule(L.LightningDataModule):
                 groups.append(EncodedDataset(data, "train"))
             self._train = groups[0] if len(groups) == 1 else GroupedDataset(groups)
         if needs_val:
-            self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2), "val")]
+            # in distribution: at the largest trained operand count (val/loss picks best.ckpt)
+            trained = max(self.train_tasks, key=lambda task: task.arity)
+            self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2, task=trained), "val")]
             self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
         if stage == "test" and not self._test:
             self._test = [self.test_set(length, self.test_samples) for length in self.test_lengths]

@@ -1,0 +1,137 @@
+"""k-operand addition (``addition_k``) under ABS: trained on 2-4 operands of up to 7 digits,
+tested at more operands and more digits.
+
+    OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds 0 1 2
+    python benchmarks/operands.py summary
+
+``run`` fits ``configs/abs.yaml --data=AdditionK`` once per seed (seed S sets
+``--seed_everything`` and ``--data.seed``) into ``runs/operands/`` (ignored by git; a seed
+with a record is skipped, and a seed with a finished fit is only tested, so runs spread
+over sessions add up), then tests its last
+checkpoint at 4 operands on 1-6, 10, 20 and 60 digits and at 2, 10, 20 and 40 operands on 6
+and 60 digits (``SAMPLES`` random inputs each, and the worst-case set). ``summary`` writes
+one table and its JSON, ``results/addition_k.{md,json}``: per operand count and length, the
+accuracy of each seed on random inputs and on the worst cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "runs" / "operands"
+OUT = ROOT / "results" / "addition_k"
+SAMPLES = 1000
+GRID = {4: [1, 2, 3, 4, 5, 6, 10, 20, 60], 2: [6, 60], 10: [6, 60], 20: [6, 60], 40: [6, 60]}
+FIT = ["fit", "--config", "configs/abs.yaml", "--data=AdditionK"]
+
+
+def cli(args: list[str], log: Path) -> float:
+    """Run ``python -m abc_lightning <args>`` from the checkout, its output to ``log``; seconds."""
+    start = time.perf_counter()
+    with open(log, "w") as fh:
+        done = subprocess.run([sys.executable, "-m", "abc_lightning", *args], cwd=ROOT, stdout=fh,
+                              stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise SystemExit(f"operands: {' '.join(args[:4])}… failed (exit {done.returncode}); see {log}")
+    return time.perf_counter() - start
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=ROOT,
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def run_seed(seed: int) -> None:
+    record_path = WORK / f"seed{seed}.json"
+    if record_path.exists():
+        print(f"seed {seed}: done before, skipped")
+        return
+    folder = WORK / f"seed{seed}"
+    seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
+    save = [f"--trainer.logger.init_args.save_dir={folder}"]
+    fitted = sorted(folder.glob("abs/version_*/checkpoints/last.ckpt"))
+    train_s = None if fitted else cli([*FIT, *seeds, *save], WORK / f"seed{seed}.fit.log")  # a finished fit is kept
+    ckpt = max(folder.glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    rows, test_s = [], 0.0
+    for k, lengths in GRID.items():
+        test_dir = folder / f"test_k{k}"
+        test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.operands={k}", f"--data.test_lengths={lengths}",
+                       f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
+                      WORK / f"seed{seed}.k{k}.log")
+        found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
+        rows += [{"operands": k, **row} for row in json.loads(found.read_text())["rows"]]
+    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
+              "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
+              "commit": commit(),
+              "threads": os.environ.get("OMP_NUM_THREADS", "all")}
+    record_path.write_text(json.dumps(record, indent=2))
+    print(f"seed {seed}: recorded in {record_path}")
+
+
+def summary() -> None:
+    records = sorted((json.loads(p.read_text()) for p in WORK.glob("seed*.json")), key=lambda r: r["seed"])
+    if not records:
+        raise SystemExit(f"operands: no records in {WORK}; run `python benchmarks/operands.py run` first")
+    seeds = [r["seed"] for r in records]
+    by_seed = [{(row["operands"], row["length"]): row for row in r["rows"]} for r in records]
+    keys = sorted({key for rows in by_seed for key in rows})
+    fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
+    lines = [
+        "## k-operand addition under ABS: trained on 2-4 operands, tested at up to 40 operands and 60 digits",
+        "",
+        f"`configs/abs.yaml --data=AdditionK` (rows of running sums, each digit beside its carry; windows from "
+        f"the task's dependencies; CPI period 6), 1,000 steps, one fit per seed. Trained on 2, 3 and 4 operands "
+        f"from the pool [0, 2^20] (up to 7 digits). Each cell: accuracy (%) of exact match on {SAMPLES} random "
+        f"inputs of that many operands, each of exactly that many digits (all of them below 1,000), then on the "
+        f"worst-case set (all nines, 9…9 + 1, a sum of nines then 1, carry chains, mixed lengths, repeated "
+        f"digits). Commits: {', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
+        f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
+        f"`OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds {' '.join(map(str, seeds))}`, then "
+        f"`python benchmarks/operands.py summary`.",
+        "",
+        "| operands | digits | " + " | ".join(f"seed {s}" for s in seeds) + " | " +
+        " | ".join(f"worst, seed {s}" for s in seeds) + " |",
+        "|---|---|" + "---|" * (2 * len(seeds)),
+    ]
+    for k, n in keys:
+        acc = [fmt(rows.get((k, n), {}).get("accuracy")) for rows in by_seed]
+        worst = [fmt(rows.get((k, n), {}).get("worst")) for rows in by_seed]
+        lines.append(f"| {k} | {n} | " + " | ".join(acc + worst) + " |")
+    failing = [f"- seed {r['seed']}, {row['operands']} operands, {row['length']} digits: "
+               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
+               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
+    if failing:
+        lines += ["", "Worst-case families below 100%:", "", *failing]
+    times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
+                      + f"{r['test_seconds']:.0f} s tests" for r in records)
+    lines += ["", f"Run time: {times}."]
+    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    OUT.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
+    run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    sub.add_parser("summary", help="write results/addition_k.{md,json} from the records")
+    args = parser.parse_args()
+    if args.what == "run":
+        WORK.mkdir(parents=True, exist_ok=True)
+        for seed in args.seeds:
+            run_seed(seed)
+    else:
+        summary()
+
+
+if __name__ == "__main__":
+    main()
