@@ -2,6 +2,7 @@
 tested at more operands and more digits.
 
     OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds 0 1 2
+    OMP_NUM_THREADS=1 python benchmarks/operands.py speed --seed 0
     python benchmarks/operands.py summary
 
 ``run`` fits ``configs/abs.yaml --data=AdditionK`` once per seed (seed S sets
@@ -76,6 +77,36 @@ def run_seed(seed: int) -> None:
     print(f"seed {seed}: recorded in {record_path}")
 
 
+SPEED_SHAPES = [(4, 6), (40, 6), (4, 60), (40, 60)]  # (operands, digits)
+
+
+def speed(seed: int, samples: int = 100) -> None:
+    """Cached decoding time per answer token of seed ``seed``'s model, at shapes whose answers
+    run from 80 to 5,120 tokens: flat when the windows keep each step's work constant."""
+    import torch
+
+    from abc_lightning import load
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    ckpt = max((WORK / f"seed{seed}").glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    trained = load(ckpt)
+    rows = []
+    for k, length in SPEED_SHAPES:
+        data = type(trained.data)(seed=seed, operands=k).length_set(length, samples, salt=13).data
+        src, steps = data.src.long(), data.tgt_out.shape[1]
+        with torch.inference_mode():
+            trained.module.model.generate(src[:2], steps)  # warm up
+            start = time.perf_counter()
+            out = trained.module.model.generate(src, steps)
+            seconds = time.perf_counter() - start
+        rows.append({"operands": k, "length": length, "answer_tokens": steps, "samples": samples,
+                     "ms_per_token": round(1000 * seconds / steps, 2),
+                     "correct": int((out == data.tgt_out.long()).all(1).sum())})
+        print(rows[-1])
+    (WORK / "speed.json").write_text(json.dumps({"seed": seed, "commit": commit(), "rows": rows,
+                                                  "threads": os.environ.get("OMP_NUM_THREADS", "all")}, indent=2))
+
+
 def summary() -> None:
     records = sorted((json.loads(p.read_text()) for p in WORK.glob("seed*.json")), key=lambda r: r["seed"])
     if not records:
@@ -113,6 +144,14 @@ def summary() -> None:
     times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
                       + f"{r['test_seconds']:.0f} s tests" for r in records)
     lines += ["", f"Run time: {times}."]
+    speed_path = WORK / "speed.json"
+    if speed_path.exists():
+        sp = json.loads(speed_path.read_text())
+        lines += ["", f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
+                      f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
+                      f"commit {sp['commit']}; `python benchmarks/operands.py speed`): "
+                  + "; ".join(f"{r['operands']} operands of {r['length']} digits ({r['answer_tokens']} tokens) "
+                              f"{r['ms_per_token']} ms" for r in sp["rows"]) + "."]
     OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
     OUT.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
     print("\n".join(lines))
@@ -124,8 +163,12 @@ def main() -> None:
     run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     sub.add_parser("summary", help="write results/addition_k.{md,json} from the records")
+    timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
+    timing.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.what == "run":
+    if args.what == "speed":
+        speed(args.seed)
+    elif args.what == "run":
         WORK.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
             run_seed(seed)

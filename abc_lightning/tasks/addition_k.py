@@ -159,8 +159,7 @@ class RowAddition(Task):
 
 
 def _nines_in_parts(length: int, parts: int) -> list[str]:
-    """``parts`` numbers of at most ``length`` digits that sum to 9…9 (``length`` nines)."""
-    total = 10**length - 1
-    share = total // parts
-    numbers = [share] * (parts - 1) + [total - share * (parts - 1)]
-    return [str(n) for n in numbers]
+    """``parts`` numbers of ``length`` digits (or 0) whose every column sums to 9, so that
+    they add up to 9…9 without a carry (strings: no int of 10,000 digits is built)."""
+    shares = [9 // parts + (1 if i < 9 % parts else 0) for i in range(parts)]
+    return [str(share) * length if share else "0" for share in shares]
