@@ -142,7 +142,8 @@ def summary() -> None:
     if failing:
         lines += ["", "Worst-case families below 100%:", "", *failing]
     times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
-                      + f"{r['test_seconds']:.0f} s tests" for r in records)
+                      + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
+                      + (f" ({r['note']})" if r.get("note") else "") for r in records)
     lines += ["", f"Run time: {times}."]
     speed_path = WORK / "speed.json"
     if speed_path.exists():
