@@ -52,8 +52,12 @@ class AttentionWindow(BiasStrategy):
 
     def check_data(self, datamodule) -> int:  # type: ignore[override]
         """The cross window's stride for this data; ConfigError where the input cannot take it."""
+        from abc_lightning.tasks import Task
+
         stride = getattr(datamodule, "digit_stride", None)
-        if self.uses_dependencies():
+        # a task that states its own needs gets its windows in its own form; the default
+        # needs are the width windows, drawn along the aligned digits of a binary task
+        if self.uses_dependencies() and type(datamodule.task).needs is not Task.needs:
             return 1
         if stride is None and self.cross_width_for(datamodule) is not None:
             task = datamodule.task
