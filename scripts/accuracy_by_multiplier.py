@@ -25,7 +25,6 @@ data = trained.data.length_set(args.length, args.samples, salt=11).data
 src, target = data.src.long(), data.tgt_out.long()
 with torch.inference_mode():
     correct = (trained.module.model.generate(src, target.shape[1]) == target).all(1)
-stride = trained.data.digit_stride
 multiplier = src[:, -2]  # the multiplier's last copy (aligned) or the multiplier itself, just before EOS
 for digit in range(10):
     chosen = multiplier == digit

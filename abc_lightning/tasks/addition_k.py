@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning.biases.windows import Needs
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.base import Task, add_columns, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, spread
 
 
 class RowAddition(Task):
