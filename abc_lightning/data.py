@@ -29,6 +29,11 @@ from abc_lightning.tasks import TASKS, Task, class_name
 from abc_lightning.tasks.base import POOL_MAX
 
 MAX_EVAL_LENGTH = 10_000
+#: Input tokens per evaluation batch at most: a batch of long inputs (40 operands of 60
+#: digits are 2,521 tokens) holds fewer rows than ``data.eval_batch_size`` (600 digits of two
+#: aligned operands, 1,207 tokens, still hold 1,000), so that the
+#: encoder's output and the cross-attention keys stay within a few GB.
+EVAL_SOURCE_TOKENS = 1_250_000
 
 
 @dataclass
@@ -429,11 +434,15 @@ class ArithmeticDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader(self._train, self.batch_size, shuffle=True)
 
+    def _eval_batch(self, ds: EncodedDataset) -> int:
+        """``eval_batch_size``, or fewer rows where the inputs are long (:data:`EVAL_SOURCE_TOKENS`)."""
+        return max(1, min(self.eval_batch_size, EVAL_SOURCE_TOKENS // ds.data.src.shape[1]))
+
     def val_dataloader(self) -> list[DataLoader]:
-        return [self._loader(ds, self.eval_batch_size, shuffle=False) for ds in self._val]
+        return [self._loader(ds, self._eval_batch(ds), shuffle=False) for ds in self._val]
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(ds, self.eval_batch_size, shuffle=False) for ds in self._test]
+        return [self._loader(ds, self._eval_batch(ds), shuffle=False) for ds in self._test]
 
     def predict_dataloader(self) -> DataLoader:
         return DataLoader(self._predict, batch_size=None, collate_fn=_identity)  # batches grouped by length
