@@ -74,7 +74,7 @@ class TrainedModel:
         ``worst_case`` the worst-case set's ``worst``, ``worst_samples`` and ``worst_families``."""
         from abc_lightning.data import check_lengths
 
-        lengths = check_lengths("lengths", [lengths] if isinstance(lengths, int) else list(lengths))
+        lengths = check_lengths("lengths", [lengths] if isinstance(lengths, int) else list(lengths), self.data.task)
         samples = positive("samples", samples)
         batch_size = positive("batch_size", batch_size)
         with torch.inference_mode():

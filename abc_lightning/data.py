@@ -49,8 +49,8 @@ def encode(task: Task, operands: list[np.ndarray], aligned: bool) -> Encoded:
     """Operands -> encoder tokens and teacher-forcing pairs (``SOS y…`` / ``y… EOS``)."""
     target = task.target(operands)
     n = target.shape[0]
-    tgt_in = np.concatenate([np.full((n, 1), vocab.SOS), target], axis=1)
-    tgt_out = np.concatenate([target, np.full((n, 1), vocab.EOS)], axis=1)
+    tgt_in = np.concatenate([np.full((n, 1), vocab.SOS, dtype=target.dtype), target], axis=1)
+    tgt_out = np.concatenate([target, np.full((n, 1), vocab.EOS, dtype=target.dtype)], axis=1)
     as_tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.uint8)  # noqa: E731
     return Encoded(as_tensor(task.source(operands, aligned)), as_tensor(tgt_in), as_tensor(tgt_out))
 
@@ -192,13 +192,16 @@ def check_count(name: str, value) -> int:
     return value
 
 
-def check_lengths(name: str, lengths: list[int]) -> list[int]:
-    """Evaluation lengths must be distinct integers in [1, MAX_EVAL_LENGTH]."""
+def check_lengths(name: str, lengths: list[int], task: Task | None = None) -> list[int]:
+    """Evaluation lengths must be distinct integers in [1, MAX_EVAL_LENGTH] (and within the
+    ``task``'s own ``max_length``, where its answers grow faster than its operands)."""
     if name == "data.val_lengths" and not lengths:
         raise ConfigError("data.val_lengths is empty: validation needs at least one length, e.g. [6, 20]")
-    bad = [x for x in lengths if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= MAX_EVAL_LENGTH]
+    limit = min(MAX_EVAL_LENGTH, task.max_length) if task is not None else MAX_EVAL_LENGTH
+    bad = [x for x in lengths if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= limit]
     if bad:
-        raise ConfigError(f"{name} must be digit counts between 1 and {MAX_EVAL_LENGTH}; cannot produce {bad}")
+        scope = f" for {task.name} ({task.max_length_reason})" if limit < MAX_EVAL_LENGTH else ""
+        raise ConfigError(f"{name} must be digit counts between 1 and {limit}{scope}; cannot produce {bad}")
     if len(set(lengths)) != len(lengths):
         raise ConfigError(f"{name} has repeated lengths: {lengths}")
     return list(lengths)
@@ -233,6 +236,9 @@ class ArithmeticDataModule(L.LightningDataModule):
             in-distribution split ``val/loss`` and ``val/acc`` stays at that one).
         train_operands: for such a task, the counts it trains on; each training batch holds
             one of them (default: the task's own, 2 to 4).
+        second_length: for a task whose operands may differ in length (``multiplication``),
+            the second operand's digits in every validation length, test and worst-case input
+            (default: the first's), e.g. 6 with ``test_lengths: [60]`` for 60×6.
     """
 
     task_class: type[Task] | None = None
@@ -254,6 +260,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         carry_rich: float | None = None,
         operands: int | None = None,
         train_operands: list[int] | None = None,
+        second_length: int | None = None,
     ) -> None:
         super().__init__()
         if self.task_class is None:
@@ -269,6 +276,13 @@ class ArithmeticDataModule(L.LightningDataModule):
         elif operands is not None or train_operands is not None:
             raise ConfigError(f"{self.task.name} has a fixed number of operands ({self.task.arity}); "
                               "data.operands and data.train_operands are for addition_k")
+        if getattr(self.task, "unequal_lengths", False):
+            if second_length is not None:
+                check_lengths("data.second_length", [second_length], self.task)
+            self.task = self.task.with_second_length(second_length)
+        elif second_length is not None:
+            raise ConfigError(f"{self.task.name} draws its operands at one length; data.second_length is for "
+                              "multiplication")
         self.aligned = aligned
         if self.task.arity == 1:
             self.aligned = False  # unary input has nothing to interleave
@@ -278,8 +292,8 @@ class ArithmeticDataModule(L.LightningDataModule):
                                 test_samples=test_samples, eval_batch_size=eval_batch_size).items():
             check_count(f"data.{name}", value)
         self.seed, self.batch_size, self.eval_batch_size = seed, batch_size, eval_batch_size
-        self.val_lengths = check_lengths("data.val_lengths", val_lengths)
-        self.test_lengths = check_lengths("data.test_lengths", test_lengths)
+        self.val_lengths = check_lengths("data.val_lengths", val_lengths, self.task)
+        self.test_lengths = check_lengths("data.test_lengths", test_lengths, self.task)
         self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
         self.predict_inputs, self.predict_file = list(predict_inputs), predict_file
         self.worst_case = worst_case
@@ -415,6 +429,9 @@ class ArithmeticDataModule(L.LightningDataModule):
             raise InputError(f"predict input of {digits} digits is longer than this project evaluates "
                              f"({MAX_EVAL_LENGTH} digits per operand)")
         operands = self.task.parse(text)
+        if self.task.max_length < MAX_EVAL_LENGTH and max(op.shape[1] for op in operands) > self.task.max_length + 2:
+            raise InputError(f"an operand of {text[:20]!r}... is longer than {self.task.name} evaluates "
+                             f"({self.task.max_length} digits per operand: {self.task.max_length_reason})")
         if max(op.shape[1] for op in operands) > MAX_EVAL_LENGTH + 1:
             raise InputError(f"an operand of {text[:20]!r}... is longer than this project evaluates "
                              f"({MAX_EVAL_LENGTH} digits per operand)")

@@ -144,6 +144,8 @@ class Task(ABC):
     table: str = "table1"
     answer_tokens: frozenset[int] = frozenset(range(10))  # the tokens format_answer reads
     carry_rich: float = 0.0
+    max_length: int = 10_000  # the longest operand evaluated (digits); a task whose answer outgrows its operands sets less
+    max_length_reason: str = ""
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:

@@ -2,7 +2,7 @@
 that are all nines? Decodes prefix + "9" * n × m for a range of n and prints, per model and
 pattern, the n at which the answer is wrong and its first digits.
 
-    OMP_NUM_THREADS=1 python results/diagnostics/nx1_nines/probe.py results/table1_f9c9dc6/table1/runs
+    OMP_NUM_THREADS=1 python results/diagnostics/nx1_nines/probe.py results/archive/table1_f9c9dc6/table1/runs
 """
 import sys
 

@@ -1,0 +1,168 @@
+"""N×M multiplication (``multiplication``) under ABS: trained on both operands of up to 7
+digits, tested with both operands longer, equal and unequal.
+
+    OMP_NUM_THREADS=1 python benchmarks/multiplication.py run --seeds 0 1 2
+    OMP_NUM_THREADS=1 python benchmarks/multiplication.py speed --seed 0
+    python benchmarks/multiplication.py summary
+
+``run`` fits ``configs/abs.yaml --data=Multiplication`` once per seed (seed S sets
+``--seed_everything`` and ``--data.seed``; validation at 6 and 10 digits, since a 60×60
+answer is 23,000 tokens; batches of 32, since a training answer is 408 tokens and a step
+of 128 took 6 s on one thread) into ``runs/multiplication/`` (ignored by git; a seed with a
+record is skipped, a seed with a finished fit only tested), then tests its last checkpoint
+at N = M digits (:data:`SQUARE`) and at the unequal shapes of :data:`SHAPES`, on
+:data:`SAMPLES` random inputs each and the worst-case set. ``summary`` writes
+``results/multiplication.{md,json}``: per shape, the accuracy of each seed on random inputs
+and on the worst cases. ``speed`` times cached decoding per answer token at 20×20 and 60×60.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from operands import cli, commit
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "runs" / "multiplication"
+OUT = ROOT / "results" / "multiplication"
+SAMPLES = 1000
+SQUARE = [1, 2, 3, 4, 5, 6, 10, 20]
+#: (N, M) tested apart: the moonshot 60×60 on fewer inputs (23,250 answer tokens each), and
+#: the unequal shapes
+SHAPES = {(60, 60): 200, (60, 6): SAMPLES, (6, 60): SAMPLES, (20, 60): SAMPLES}
+FIT = ["fit", "--config", "configs/abs.yaml", "--data=Multiplication", "--data.val_lengths=[6,10]", "--data.batch_size=32"]
+
+
+def run_seed(seed: int) -> None:
+    record_path = WORK / f"seed{seed}.json"
+    if record_path.exists():
+        print(f"seed {seed}: done before, skipped")
+        return
+    folder = WORK / f"seed{seed}"
+    seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
+    fitted = sorted(folder.glob("abs/version_*/checkpoints/last.ckpt"))
+    train_s = None if fitted else cli([*FIT, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
+                                      WORK / f"seed{seed}.fit.log")  # a finished fit is kept
+    ckpt = max(folder.glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    rows, test_s = [], 0.0
+    tests = [("square", SQUARE, None, SAMPLES)] + [(f"{n}x{m}", [n], m, k) for (n, m), k in SHAPES.items()]
+    for name, lengths, second, samples in tests:
+        test_dir = folder / f"test_{name}"
+        extra = [] if second is None else [f"--data.second_length={second}"]
+        test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
+                       f"--data.test_samples={samples}", f"--trainer.logger.init_args.save_dir={test_dir}"],
+                      WORK / f"seed{seed}.{name}.log")
+        found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
+        rows += [{"second": row["length"] if second is None else second, **row}
+                 for row in json.loads(found.read_text())["rows"]]
+    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
+              "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
+              "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all")}
+    record_path.write_text(json.dumps(record, indent=2))
+    print(f"seed {seed}: recorded in {record_path}")
+
+
+def speed(seed: int, samples: int = 20) -> None:
+    """Cached decoding time per answer token at 6×6, 20×20 and 60×60 (408 to 23,250 tokens):
+    flat when the windows keep each step's work constant."""
+    import torch
+
+    from abc_lightning import load
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    ckpt = max((WORK / f"seed{seed}").glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    trained = load(ckpt)
+    rows = []
+    for length in (6, 20, 60):
+        data = type(trained.data)(seed=seed).length_set(length, samples, salt=13).data
+        src, steps = data.src.long(), data.tgt_out.shape[1]
+        with torch.inference_mode():
+            trained.module.model.generate(src[:2], min(steps, 50))  # warm up
+            start = time.perf_counter()
+            out = trained.module.model.generate(src, steps)
+            seconds = time.perf_counter() - start
+        rows.append({"length": length, "answer_tokens": steps, "samples": samples,
+                     "ms_per_token": round(1000 * seconds / steps, 2),
+                     "correct": int((out == data.tgt_out.long()).all(1).sum())})
+        print(rows[-1])
+    (WORK / "speed.json").write_text(json.dumps({"seed": seed, "commit": commit(), "rows": rows,
+                                                  "threads": os.environ.get("OMP_NUM_THREADS", "all")}, indent=2))
+
+
+def summary() -> None:
+    records = sorted((json.loads(p.read_text()) for p in WORK.glob("seed*.json")), key=lambda r: r["seed"])
+    if not records:
+        raise SystemExit(f"multiplication: no records in {WORK}; run `python benchmarks/multiplication.py run` first")
+    seeds = [r["seed"] for r in records]
+    by_seed = [{(row["length"], row["second"]): row for row in r["rows"]} for r in records]
+    keys = sorted({key for rows in by_seed for key in rows}, key=lambda k: (k[0] != k[1], k[0] * k[1], k))
+    fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
+    lines = [
+        "## N×M multiplication under ABS: trained on operands of up to 7 digits, tested at up to 60×60",
+        "",
+        "`configs/abs.yaml --data=Multiplication` (rows of running sums, one per multiplier digit, each "
+        "column written as its multiplier digit, its digit and its carry; windows from the task's dependencies; "
+        "CPI period 6), 1,000 steps, one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
+        f"digits). Each cell: accuracy (%) of exact match on random inputs of exactly N × M digits ({SAMPLES} "
+        f"each, {SHAPES[(60, 60)]} at 60×60; all of them below 1,000 inputs), then on the worst-case set (9…9 × "
+        "9…9, powers of ten, 9…9 × 1…1 and × 10…01, repeated digits, mixed lengths). Commits: "
+        f"{', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
+        f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
+        f"`OMP_NUM_THREADS=1 python benchmarks/multiplication.py run --seeds {' '.join(map(str, seeds))}`, then "
+        "`python benchmarks/multiplication.py summary`.",
+        "",
+        "| N × M | " + " | ".join(f"seed {s}" for s in seeds) + " | " +
+        " | ".join(f"worst, seed {s}" for s in seeds) + " |",
+        "|---|" + "---|" * (2 * len(seeds)),
+    ]
+    for n, m in keys:
+        acc = [fmt(rows.get((n, m), {}).get("accuracy")) for rows in by_seed]
+        worst = [fmt(rows.get((n, m), {}).get("worst")) for rows in by_seed]
+        lines.append(f"| {n} × {m} | " + " | ".join(acc + worst) + " |")
+    failing = [f"- seed {r['seed']}, {row['length']} × {row['second']}: "
+               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
+               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
+    if failing:
+        lines += ["", "Worst-case families below 100%:", "", *failing]
+    times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
+                      + f"{r['test_seconds']:.0f} s tests" + (f" ({r['note']})" if r.get("note") else "")
+                      for r in records)
+    lines += ["", f"Run time: {times}."]
+    speed_path = WORK / "speed.json"
+    if speed_path.exists():
+        sp = json.loads(speed_path.read_text())
+        lines += ["", f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
+                      f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
+                      f"commit {sp['commit']}; `python benchmarks/multiplication.py speed`): "
+                  + "; ".join(f"{r['length']}×{r['length']} ({r['answer_tokens']} tokens) {r['ms_per_token']} ms"
+                              for r in sp["rows"]) + "."]
+    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    OUT.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
+    run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    sub.add_parser("summary", help="write results/multiplication.{md,json} from the records")
+    timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
+    timing.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.what == "speed":
+        speed(args.seed)
+    elif args.what == "run":
+        WORK.mkdir(parents=True, exist_ok=True)
+        for seed in args.seeds:
+            run_seed(seed)
+    else:
+        summary()
+
+
+if __name__ == "__main__":
+    main()
