@@ -18,13 +18,12 @@ and on the worst cases. ``speed`` times cached decoding per answer token at 20×
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from pathlib import Path
 
-from operands import cli, commit
+from operands import cli, command_line, commit
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -146,22 +145,7 @@ def summary() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="what", required=True)
-    run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
-    run.add_argument("--seeds", type=int, nargs="+", default=[0])
-    sub.add_parser("summary", help="write results/multiplication.{md,json} from the records")
-    timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
-    timing.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    if args.what == "speed":
-        speed(args.seed)
-    elif args.what == "run":
-        WORK.mkdir(parents=True, exist_ok=True)
-        for seed in args.seeds:
-            run_seed(seed)
-    else:
-        summary()
+    command_line(__doc__, "multiplication", WORK, run_seed, speed, summary)
 
 
 if __name__ == "__main__":

@@ -158,23 +158,29 @@ def summary() -> None:
     print("\n".join(lines))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def command_line(doc: str, table: str, work: Path, run_seed, speed, summary) -> None:
+    """``run``, ``speed`` and ``summary``, the subcommands of a benchmark that fits one model
+    per seed (this one, ``multiplication.py``) and writes ``results/<table>.{md,json}``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
-    sub.add_parser("summary", help="write results/addition_k.{md,json} from the records")
+    sub.add_parser("summary", help=f"write results/{table}.{{md,json}} from the records")
     timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
     timing.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.what == "speed":
         speed(args.seed)
     elif args.what == "run":
-        WORK.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
             run_seed(seed)
     else:
         summary()
+
+
+def main() -> None:
+    command_line(__doc__, "addition_k", WORK, run_seed, speed, summary)
 
 
 if __name__ == "__main__":

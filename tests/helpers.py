@@ -65,3 +65,24 @@ def one_error_line(capsys) -> str:
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]
     assert len(lines) == 1, lines
     return lines[0]
+
+
+def assert_cached_decoding_matches_recomputation(task, src: torch.Tensor, steps: int, period: int,
+                                                 monkeypatch) -> None:
+    """A small model under ``task``'s dependency windows (CPI of ``period``, counted from the
+    input's end): cached decoding, whole and a block of rows at a time, gives the tokens of
+    recomputing the whole prefix at every step."""
+    from functools import partial
+
+    from abc_lightning.biases import WindowBias
+    from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal, decoding
+
+    torch.manual_seed(0)
+    m = Seq2SeqTransformer(d_model=32, heads=4, encoder_layers=1, decoder_layers=2, feedforward=64, dropout=0.0,
+                           positional=Sinusoidal(), position_index=CyclicIndex(period, source_from="end")).eval()
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
+    full = m.generate(src, steps, use_cache=False)
+    assert torch.equal(m.generate(src, steps), full)
+    monkeypatch.setattr(decoding, "DENSE_CELLS", 64)  # rows built a block at a time
+    monkeypatch.setattr(decoding, "BLOCK_ROWS", 7)
+    assert torch.equal(m.generate(src, steps), full)

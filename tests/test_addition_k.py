@@ -7,7 +7,7 @@ import torch
 from abc_lightning.data import GroupedDataset, data_module_for, eval_size
 from abc_lightning.errors import ConfigError
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import as_int
+from tests.helpers import as_int, assert_cached_decoding_matches_recomputation
 
 
 def total(operands, i):
@@ -132,21 +132,7 @@ def test_cached_decoding_under_its_windows_matches_full_recomputation(monkeypatc
     """The decoder's windows follow the operands' sizes (the row above is W + 2 steps back):
     cached decoding, whole and a block of rows at a time, gives the tokens of recomputing
     the whole prefix at every step, with the input's length passed to every decoder bias."""
-    from functools import partial
-
-    from abc_lightning.biases import WindowBias
-    from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal
-    from abc_lightning.model import decoding
-
-    torch.manual_seed(0)
-    m = Seq2SeqTransformer(d_model=32, heads=4, encoder_layers=1, decoder_layers=2, feedforward=64, dropout=0.0,
-                           positional=Sinusoidal(), position_index=CyclicIndex(3, source_from="end")).eval()
     task = get_task("addition_k").with_operands(5)
-    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
     ops = task.sample(np.random.default_rng(1), 6, 9)
     src, steps = torch.as_tensor(task.source(ops)), task.target(ops).shape[1] + 1
-    full = m.generate(src, steps, use_cache=False)
-    assert torch.equal(m.generate(src, steps), full)
-    monkeypatch.setattr(decoding, "DENSE_CELLS", 64)  # rows built a block at a time
-    monkeypatch.setattr(decoding, "BLOCK_ROWS", 7)
-    assert torch.equal(m.generate(src, steps), full)
+    assert_cached_decoding_matches_recomputation(task, src, steps, 3, monkeypatch)

@@ -7,7 +7,7 @@ import torch
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import ConfigError
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import as_int
+from tests.helpers import as_int, assert_cached_decoding_matches_recomputation
 
 
 def test_the_worked_example_of_the_docstring():
@@ -117,22 +117,8 @@ def test_it_is_registered_beyond_the_paper():
 
 
 def test_cached_decoding_under_its_windows_matches_full_recomputation(monkeypatch):
-    from functools import partial
-
-    from abc_lightning.biases import WindowBias
-    from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal
-    from abc_lightning.model import decoding
-
-    torch.manual_seed(0)
-    m = Seq2SeqTransformer(d_model=32, heads=4, encoder_layers=1, decoder_layers=2, feedforward=64, dropout=0.0,
-                           positional=Sinusoidal(), position_index=CyclicIndex(6, source_from="end")).eval()
     task = get_task("multiplication")
-    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
     rng = np.random.default_rng(1)
     ops = [rng.integers(0, 10, (5, 3)), rng.integers(0, 10, (5, 2))]  # frames of 3 and 2: 31 steps
     src, steps = torch.as_tensor(task.source(ops)), task.target(ops).shape[1] + 1
-    full = m.generate(src, steps, use_cache=False)
-    assert torch.equal(m.generate(src, steps), full)
-    monkeypatch.setattr(decoding, "DENSE_CELLS", 64)  # rows built a block at a time
-    monkeypatch.setattr(decoding, "BLOCK_ROWS", 7)
-    assert torch.equal(m.generate(src, steps), full)
+    assert_cached_decoding_matches_recomputation(task, src, steps, 6, monkeypatch)
