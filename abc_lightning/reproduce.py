@@ -33,8 +33,7 @@ LENGTHS = [6, 10, 15, 20, 60, 599, 600, 601, 10000]
 LONG_LENGTHS, LONG_SAMPLES = [599, 600, 601], 1000
 HUGE_LENGTHS, HUGE_SAMPLES = [10000], 100  # the encoder-window cells, whose evaluation is linear
 WORST_LENGTHS = [60, *LONG_LENGTHS, *HUGE_LENGTHS]  # the worst-case columns: one per long length, as the phases differ
-# a task whose operand count varies (addition_k) is also tested at these counts, at these lengths
-OPERAND_LENGTHS, OPERAND_SAMPLES = [6, 60], 1000
+SHAPE_SAMPLES = 1000  # each of a task's other shapes (Task.shape_tests: more operands, unequal operands)
 
 class Cell(NamedTuple):
     """One row of a reproduction table: a base config, the task and the overrides that make the cell."""
@@ -113,6 +112,13 @@ def data_flag(task: str) -> str:
     return f"--data={class_name(task)}"
 
 
+def task_flags(task: str) -> tuple[str, ...]:
+    """``--data=<Task>`` and the overrides the task's every cell takes (``Task.cell_overrides``)."""
+    from abc_lightning.tasks import get_task
+
+    return (data_flag(task), *get_task(task).cell_overrides)
+
+
 def _tasks(table: str | None = None) -> dict:
     """The registered tasks (of one table: ``table1`` for the paper's, ``beyond`` for ours)."""
     from abc_lightning.tasks import TASKS
@@ -129,7 +135,7 @@ def abs_rows(table: str) -> list[Cell]:
             if row == "T3":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
             cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
-                              (data_flag(name), *over), key.format(task=name), home=table,
+                              (*task_flags(name), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
                               note=task.paper_note if row == "vanilla" else ""))
     return cells
@@ -140,7 +146,7 @@ def encoder_window_rows(table: str) -> list[Cell]:
     evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
     digits: every other cell's encoder attends to the whole input, which is quadratic."""
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                 (data_flag(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
+                 (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
                  long=True, huge=True)
             for name, task in _tasks(table).items() if "T3" in task.rows]
 
@@ -209,7 +215,7 @@ def beyond_cells() -> list[Cell]:
     three-operand addition, N×2): Table 1's rows, the encoder-window row, ABC and a
     positional-scheme baseline, under the same protocol."""
     label, over = SCHEMES[BEYOND_BASELINE]
-    baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (data_flag(name), *over),
+    baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (*task_flags(name), *over),
                       f"{name}_{BEYOND_BASELINE}", curve=True, home="beyond")
                  for name, task in _tasks("beyond").items() if task.baselines]
     return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond") + baselines
@@ -310,9 +316,9 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
         record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
                                     ["--data.worst_case=false"])[0]
     record["rows"] += long_rows(cell, out_dir, extra, record["rows"])
-    record["operand_rows"] = operand_rows(cell, out_dir, extra)
-    if not record["operand_rows"]:
-        del record["operand_rows"]
+    record["shape_rows"] = shape_rows(cell, out_dir, extra)
+    if not record["shape_rows"]:
+        del record["shape_rows"]
     record["other_test_seconds"] = round(time.perf_counter() - start, 1)  # the curve, the long lengths, the counts
     return record
 
@@ -320,49 +326,58 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
 def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> list[dict]:
     """The cell's tests beyond the configs' lengths that ``rows`` lacks: 599-601 digits for
     cells that extrapolate, 10,000 for the encoder-window ones."""
+    from abc_lightning.tasks import get_task
+
+    task = get_task(cell.task)
     done = {r["length"] for r in rows}
     new = []
-    for wanted, version, lengths, samples in ((cell.long, "long", LONG_LENGTHS, LONG_SAMPLES),
+    long = LONG_LENGTHS if task.long_lengths is None else list(task.long_lengths)
+    for wanted, version, lengths, samples in ((cell.long, "long", long, LONG_SAMPLES),
                                               (cell.huge, "huge", HUGE_LENGTHS, HUGE_SAMPLES)):
-        missing = [n for n in lengths if n not in done]
+        missing = [n for n in lengths if n not in done and n <= task.max_length]
         if wanted and missing:
             say(f"[reproduce] {cell.key}: testing at {missing} ({samples} samples)")
             new += test_cell(cell, out_dir, extra, version, missing, samples)[0]
     return new
 
 
-def operand_rows(cell: Cell, out_dir: Path, extra: list[str]) -> list[dict]:
-    """For a task whose operand count varies: rows at each of its ``test_operands``, at
-    :data:`OPERAND_LENGTHS` digits (:data:`OPERAND_SAMPLES` each), tagged ``operands``."""
+def shape_rows(cell: Cell, out_dir: Path, extra: list[str]) -> list[dict]:
+    """A task's tests at other shapes (``Task.shape_tests``: more operands, a multiplier of
+    another length), :data:`SHAPE_SAMPLES` random inputs each, each row tagged with its shape."""
     from abc_lightning.tasks import get_task
 
     rows = []
-    for k in getattr(get_task(cell.task), "test_operands", ()):
-        say(f"[reproduce] {cell.key}: testing {k} operands at {OPERAND_LENGTHS} digits")
-        found = test_cell(cell, out_dir, extra, f"operands{k}", OPERAND_LENGTHS, OPERAND_SAMPLES,
-                          [f"--data.operands={k}"])[0]
-        rows += [{"operands": k, **row} for row in found]
+    for tag, lengths, flags in get_task(cell.task).shape_tests():
+        name = "_".join([*(f"{k}{v}" for k, v in tag.items()), *map(str, lengths)])  # e.g. second60_20
+        say(f"[reproduce] {cell.key}: testing {name} at {lengths} digits")
+        found = test_cell(cell, out_dir, extra, name, lengths, SHAPE_SAMPLES, flags)[0]
+        rows += [{**tag, **row} for row in found]
     return rows
 
 
-def operand_table(cells: list[Cell], by_key: dict) -> str:
-    """The operand-count section of a table: per cell, accuracy (and worst cases) at each
-    count and length of its records' ``operand_rows`` (median / min over seeds)."""
-    keys = sorted({(r["operands"], r["length"]) for c in cells for rec in by_key.get(c.key, [])
-                   for r in rec.get("operand_rows", [])})
+def shape_table(cells: list[Cell], by_key: dict) -> str:
+    """The other-shapes section of a table: per cell, accuracy (and worst cases) at each shape
+    of its records' ``shape_rows`` (median / min over seeds)."""
+    from abc_lightning.tasks import get_task
+
+    def key(row: dict) -> str:
+        return get_task(row["task"]).shape_label(row)
+
+    found = {key({"task": c.task, **r}): None for c in cells for rec in by_key.get(c.key, [])
+             for r in rec.get("shape_rows", [])}
+    keys = list(found)
     if not keys:
         return ""
-    lines = [f"\n### Operand counts ({OPERAND_SAMPLES} random inputs per count and length, and the worst-case set)\n",
-             "| task | config | seeds | " + " | ".join(f"k={k} at {n}" for k, n in keys) + " | "
-             + " | ".join(f"worst k={k} at {n}" for k, n in keys) + " |",
+    lines = [f"\n### Other shapes ({SHAPE_SAMPLES} random inputs each, and the worst-case set)\n",
+             "| task | config | seeds | " + " | ".join(keys) + " | " + " | ".join(f"worst {k}" for k in keys) + " |",
              "|---|---|---|" + "---|" * (2 * len(keys))]
     for cell in cells:
-        recs = [r for r in by_key.get(cell.key, []) if r.get("operand_rows")]
+        recs = [r for r in by_key.get(cell.key, []) if r.get("shape_rows")]
         if not recs:
             continue
-        rows = [{(r["operands"], r["length"]): r for r in rec["operand_rows"]} for rec in recs]
-        acc = [spread_of([row.get(key, {}).get("accuracy") for row in rows]) for key in keys]
-        worst = [spread_of([row.get(key, {}).get("worst") for row in rows]) for key in keys]
+        rows = [{key({"task": cell.task, **r}): r for r in rec["shape_rows"]} for rec in recs]
+        acc = [spread_of([row.get(k, {}).get("accuracy") for row in rows]) for k in keys]
+        worst = [spread_of([row.get(k, {}).get("worst") for row in rows]) for k in keys]
         lines.append(f"| {cell.task} | {cell.label} | {len(recs)} | " + " | ".join(acc + worst) + " |")
     return "\n".join(lines) + "\n"
 
@@ -570,7 +585,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         short = spread_of([short_inputs(r) for r in recs])
         lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {short} | {cols} | {paper} | {time_note} "
                      f"| `{first['command']}` |")
-    text = head + "\n".join(lines) + "\n" + operand_table(cells, by_key)
+    text = head + "\n".join(lines) + "\n" + shape_table(cells, by_key)
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     files.write_text(out / f"{table}.md", text)

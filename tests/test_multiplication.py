@@ -122,3 +122,25 @@ def test_cached_decoding_under_its_windows_matches_full_recomputation(monkeypatc
     ops = [rng.integers(0, 10, (5, 3)), rng.integers(0, 10, (5, 2))]  # frames of 3 and 2: 31 steps
     src, steps = torch.as_tensor(task.source(ops)), task.target(ops).shape[1] + 1
     assert_cached_decoding_matches_recomputation(task, src, steps, 6, monkeypatch)
+
+
+def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
+    """Its cells train in batches of 32 and test to 20 digits, then 60×60 (not 599-601 or
+    10,000, past its max_length) and the unequal shapes, each row tagged with its multiplier."""
+    from abc_lightning import reproduce
+
+    cells = {c.key: c for c in reproduce.beyond_cells() if c.task == "multiplication"}
+    assert {"abs_multiplication", "multiplication_w1", "multiplication_nope_w1", "multiplication_T3_encoder_w1",
+            "multiplication_fire"} <= set(cells)
+    assert all("--data.batch_size=32" in c.overrides for c in cells.values())
+    calls = []
+    monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples, more=():
+                        calls.append((version, lengths, list(more))) or ([{"length": n} for n in lengths], 0.0))
+    encoder = cells["multiplication_T3_encoder_w1"]
+    assert reproduce.long_rows(encoder, tmp_path, [], [{"length": 20}]) == [{"length": 60}]
+    rows = reproduce.shape_rows(encoder, tmp_path, [])
+    assert [(r["length"], r["second"]) for r in rows] == [(60, 6), (6, 60), (20, 60)]
+    assert calls[1:] == [("second6_60", [60], ["--data.second_length=6"]),
+                         ("second60_6", [6], ["--data.second_length=60"]),
+                         ("second60_20", [20], ["--data.second_length=60"])]
+    assert get_task("multiplication").shape_label(rows[0]) == "60×6"

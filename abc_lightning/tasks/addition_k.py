@@ -56,7 +56,7 @@ class RowAddition(Task):
     form = "natural"  # its windows are drawn on the natural form
     variable_arity = True
     train_operands = (2, 3, 4)
-    test_operands = (2, 10, 20, 40)  # reproduce tests each at 6 and 60 digits, beside the default 4
+    test_operands = (2, 10, 20, 40)  # reproduce tests each at 6 and 60 digits (shape_tests), beside the default 4
     order = 15
     table = "beyond"
     rows = ("w1", "T3", "nope_w1")  # the vanilla row is the FIRE baseline on the same scratchpad
@@ -69,6 +69,12 @@ class RowAddition(Task):
         task = type(self)()
         task.arity = k
         return task
+
+    def shape_tests(self) -> list[tuple[dict, list[int], list[str]]]:
+        return [({"operands": k}, [6, 60], [f"--data.operands={k}"]) for k in self.test_operands]
+
+    def shape_label(self, row: dict) -> str:
+        return f"k={row['operands']} at {row['length']}"
 
     @staticmethod
     def frame_width(width: int) -> int:

@@ -146,6 +146,8 @@ class Task(ABC):
     carry_rich: float = 0.0
     max_length: int = 10_000  # the longest operand evaluated (digits); a task whose answer outgrows its operands sets less
     max_length_reason: str = ""
+    long_lengths: tuple[int, ...] | None = None  # reproduce's lengths past the configs' (None: 599-601)
+    cell_overrides: tuple[str, ...] = ()  # flags every reproduce cell of this task adds after --data=<Task>
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
@@ -345,6 +347,15 @@ class Task(ABC):
     @abstractmethod
     def example_input(self) -> str:
         """A well-formed predict input, shown in error messages."""
+
+    def shape_tests(self) -> list[tuple[dict, list[int], list[str]]]:
+        """The tests ``reproduce`` adds at other shapes: ``(tag, lengths, flags)`` each, e.g.
+        ``({"operands": 10}, [6, 60], ["--data.operands=10"])``. None by default."""
+        return []
+
+    def shape_label(self, row: dict) -> str:
+        """A column title for a row of :meth:`shape_tests` (it holds the tag and ``length``)."""
+        return ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("task", "length")) + f" at {row['length']}"
 
     def for_shape(self, n_source: int, n_answer: int) -> Task:
         """This task as it reads an input of ``n_source`` tokens with an answer of ``n_answer``

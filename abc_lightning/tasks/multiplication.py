@@ -63,6 +63,12 @@ class Multiplication(Task):
     abc = False  # a token's row above sits 3R steps back, and R grows with the operands: no fixed line
     max_length = 200
     max_length_reason = "200×200 digits is an answer of 245,000 tokens"
+    long_lengths = (60,)  # 60×60, the moonshot: 23,250 answer tokens
+    test_shapes = ((60, 6), (6, 60), (20, 60))  # (N, M) reproduce tests apart (shape_tests)
+    # Its reproduce cells: batches of 32 (a training answer is 408 tokens; a step of 128 took
+    # 6 s on one thread), validation at 6 and 10 digits, and its own test lengths.
+    cell_overrides = ("--data.batch_size=32", "--data.val_lengths=[6,10]",
+                      "--data.test_lengths=[1,2,3,4,5,6,10,20]", "--data.test_samples=1000")
     second: int | None = None  # the multiplier's digits in evaluation (None: the multiplicand's)
 
     def with_second_length(self, digits: int | None) -> Multiplication:
@@ -72,6 +78,12 @@ class Multiplication(Task):
         task = type(self)()
         task.second = digits
         return task
+
+    def shape_tests(self) -> list[tuple[dict, list[int], list[str]]]:
+        return [({"second": m}, [n], [f"--data.second_length={m}"]) for n, m in self.test_shapes]
+
+    def shape_label(self, row: dict) -> str:
+        return f"{row['length']}×{row['second']}"
 
     @staticmethod
     def row_width(width_a: int, width_b: int) -> int:
