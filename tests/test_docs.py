@@ -1,0 +1,75 @@
+"""What README and docs name exists: every link, config, file path and CLI flag."""
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+
+import lightning as L
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md"]
+# a path of the repository, in backticks or a link: configs/…, docs/…, results/…, benchmarks/…, …
+PATH = re.compile(r"(?<![\w/.-])((?:configs|docs|results|benchmarks|scripts|abc_lightning|tests|sweeps)/"
+                  r"[\w./-]*[\w/])")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+FLAG = re.compile(r"--(data|model|bias|trainer)\.(\w+)")
+
+
+def _pages():
+    return pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+
+
+def _text(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
+
+
+@_pages()
+def test_every_link_leads_somewhere(page):
+    missing = [target for target in LINK.findall(_text(page))
+               if not target.startswith(("http://", "https://", "mailto:"))
+               and not (page.parent / target).exists()]
+    assert not missing, f"{page.name} links to {missing}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "history.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_it_names_exists(page):
+    """Paths of this repository (history.md tells of removed ones); a path with a
+    placeholder (``<task>``, ``version_N``, ``*``) is a pattern, not a file."""
+    missing = []
+    for path in set(PATH.findall(_text(page))):
+        if (re.search(r"[*{}]|version_\d|_N\b|/N/|seed\d?S|\.\.\.|…|/runs/|\.ckpt$|_$", path)
+                or path.startswith("results/archive/")):
+            continue  # a pattern (``configs/abs_<task>.yaml``), a run's output, or a superseded table
+        candidates = [ROOT / path, page.parent / path]
+        if not any(c.exists() or c.with_suffix("").exists() for c in candidates):
+            missing.append(path)
+    assert not missing, f"{page.name} names {sorted(missing)}, which this checkout does not have"
+
+
+def _keys(kind: str) -> set[str]:
+    from abc_lightning.callbacks import AttentionBiasCalibration, AttentionWindow
+    from abc_lightning.data import ArithmeticDataModule
+    from abc_lightning.model.positional import PositionalScheme
+    from abc_lightning.module import ArithmeticTransformer
+
+    if kind == "bias":
+        keys = set(inspect.signature(AttentionWindow).parameters) | set(
+            inspect.signature(AttentionBiasCalibration).parameters)
+        return keys
+    if kind == "data":
+        return set(inspect.signature(ArithmeticDataModule).parameters) | {"init_args", "class_path"}
+    cls = {"data": ArithmeticDataModule, "model": ArithmeticTransformer, "trainer": L.Trainer}[kind]
+    keys = set(inspect.signature(cls).parameters)
+    if kind == "model":
+        keys |= {f.name for f in dataclasses.fields(PositionalScheme)} if dataclasses.is_dataclass(PositionalScheme) else set()
+    return keys
+
+
+@_pages()
+def test_every_flag_it_names_is_an_option(page):
+    """``--data.X``, ``--model.X``, ``--bias.X`` and ``--trainer.X``: X is an argument of the
+    data module, the LightningModule, a bias strategy or the Trainer."""
+    wrong = sorted({f"--{kind}.{key}" for kind, key in FLAG.findall(_text(page)) if key not in _keys(kind)})
+    assert not wrong, f"{page.name} names options that do not exist: {wrong}"
