@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from abc_lightning.cli import run_cli
-from abc_lightning.data import data_module_for
+from abc_lightning.data import data_module_for, data_module_names
 from abc_lightning.errors import InputError
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
@@ -31,15 +31,15 @@ BAD_CONFIGS = st.one_of(
     bad_int.map(lambda v: [f"--data.batch_size={v}"]),
     st.floats(min_value=1.0, max_value=1e6).map(lambda p: [f"--model.dropout={p}"]),
     st.floats(max_value=-1e-6, min_value=-1e6).map(lambda p: [f"--model.dropout={p}"]),
-    st.text(string.ascii_lowercase + "_", min_size=1, max_size=12)
-      .filter(lambda t: t not in {"successor", "addition", "nx1", "parity", "parity_classification"})
-      .map(lambda t: [f"--data.task={t}"]),
+    ident.filter(lambda n: n not in data_module_names() and n not in {"ArithmeticDataModule"})
+      .map(lambda n: [f"--data={n}"]),
     ident.filter(lambda n: n not in {"NoPE", "Sinusoidal", "Learned", "Rotary", "ALiBi", "T5Relative",
                                      "Sandwich", "FIRE"}).map(lambda n: [f"--model.positional={n}"]),
-    st.integers(max_value=-1).map(lambda w: [f"--trainer.callbacks.init_args.self_width={w}"]),
+    st.integers(max_value=-1).map(lambda w: ["--bias=AttentionWindow", f"--bias.self_width={w}"]),
     st.integers(max_value=0).map(lambda t: ["--model.position_index=CyclicIndex", f"--model.position_index.period={t}"]),
     st.lists(st.one_of(st.integers(max_value=0), too_long), min_size=1, max_size=3)
       .map(lambda xs: [f"--data.test_lengths={xs}"]),
+    st.integers(201, 10_000).map(lambda n: ["--data=Multiplication", f"--data.test_lengths=[{n}]"]),  # its max_length
     st.integers(30, 200).map(lambda n: ["--model.positional=Learned", "--model.positional.max_position=24",
                                         f"--data.val_lengths=[{n}]"]),  # past the model's positions
 )
