@@ -29,6 +29,16 @@ from abc_lightning.tasks import TASKS, Task, class_name
 from abc_lightning.tasks.base import POOL_MAX
 
 MAX_EVAL_LENGTH = 10_000
+
+# Salts of the seeded random streams: each set draws from (data.seed, [length,] salt), so no
+# two sets share a stream and adding one changes none of the others.
+SALT_PROBE = 0  # one row at the longest length: the longest sequence a stage feeds the model
+SALT_TRAIN = 1  # the training split
+SALT_TRAIN_K = 10  # + k: the training rows of k operands, where the operand count varies
+SALT_VAL_SPLIT = 2  # the in-distribution validation rows
+SALT_VAL = 3  # the validation lengths
+SALT_TEST = 4  # the test protocol's sets
+SALT_CARRY_RICH = 5  # the carry-rich training rows
 #: Input tokens per evaluation batch at most: a batch of long inputs (40 operands of 60
 #: digits are 2,521 tokens) holds fewer rows than ``data.eval_batch_size`` (600 digits of two
 #: aligned operands, 1,207 tokens, still hold 1,000), so that the
@@ -330,7 +340,7 @@ class ArithmeticDataModule(L.LightningDataModule):
             shapes = [(b["src"].shape[1], b["tgt_out"].shape[1]) for b in self._predict]
         else:
             lengths = self.test_lengths if stage == "test" else self.val_lengths
-            data = self.length_set(max(lengths), 1, salt=0).data
+            data = self.length_set(max(lengths), 1, salt=SALT_PROBE).data
             shapes = [(data.src.shape[1], data.tgt_in.shape[1])]
         return max((max(shape) for shape in shapes), default=0)
 
@@ -352,7 +362,7 @@ class ArithmeticDataModule(L.LightningDataModule):
     def _carry_rich(self, train: np.ndarray, n_pool: int, task: Task | None = None) -> Encoded:
         """The carry-rich rows: ``carry_rich`` of the whole split, beside ``n_pool`` pool rows."""
         task = task or self.task
-        rng = np.random.default_rng([self.seed, 5])
+        rng = np.random.default_rng([self.seed, SALT_CARRY_RICH])
         allowed = np.zeros(POOL_MAX + 1, dtype=bool)
         allowed[train] = True
         n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
@@ -367,7 +377,7 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     def test_set(self, length: int, n: int) -> EncodedDataset:
         """The test protocol's samples at ``length`` (capped at ``n``), as ``test`` decodes them."""
-        return self.length_set(length, n, salt=4)
+        return self.length_set(length, n, salt=SALT_TEST)
 
     def worst_set(self, length: int) -> WorstCaseDataset:
         """The task's worst-case set at ``length`` (exact, the same for every seed)."""
@@ -383,7 +393,8 @@ class ArithmeticDataModule(L.LightningDataModule):
             groups = []
             for task in self.train_tasks:  # one, unless the operand count varies
                 # several counts share the split's size: each draws its rows from the whole split
-                n, salt = (None, 1) if len(self.train_tasks) == 1 else (len(train) // len(self.train_tasks), 10 + task.arity)
+                n, salt = ((None, SALT_TRAIN) if len(self.train_tasks) == 1
+                           else (len(train) // len(self.train_tasks), SALT_TRAIN_K + task.arity))
                 data = self._from_pool(train, n, salt=salt, task=task)
                 if self.carry_rich > 0:
                     data = concat(data, self._carry_rich(train, len(data.src), task))
@@ -392,8 +403,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         if needs_val:
             # in distribution: at the largest trained operand count (val/loss picks best.ckpt)
             trained = max(self.train_tasks, key=lambda task: task.arity)
-            self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=2, task=trained), "val")]
-            self._val += [self.length_set(length, self.val_samples, salt=3) for length in self.val_lengths]
+            self._val = [EncodedDataset(self._from_pool(val, self.val_split_samples, salt=SALT_VAL_SPLIT, task=trained), "val")]
+            self._val += [self.length_set(length, self.val_samples, salt=SALT_VAL) for length in self.val_lengths]
         if stage == "test" and not self._test:
             self._test = [self.test_set(length, self.test_samples) for length in self.test_lengths]
             if self.worst_case:
