@@ -8,7 +8,7 @@ training frame and at 1, 3 and 13 more leading zeros: the answers are the same, 
 length-invariant model is as accurate at every frame. Prints the exact-match accuracy and
 the error rate of the first 8 output digits per frame, and how much the encoder output at
 each token of the training frame changes (relative norm) when one leading zero is added.
-docs/abc.md's addition diagnosis comes from this.
+docs/history.md's addition diagnosis comes from this.
 """
 
 import argparse

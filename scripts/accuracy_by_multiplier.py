@@ -4,7 +4,7 @@
 
 Loads the checkpoint as ``abc_lightning.load`` does (its own config and biases, ABC's
 calibrated lines included) and decodes ``samples`` random inputs of ``length`` digits
-(default 20). docs/abc.md's per-multiplier figures come from this.
+(default 20). docs/history.md's per-multiplier figures come from this.
 """
 
 import argparse

@@ -26,7 +26,7 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   (``cover``), and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1
   once the threshold is reached and held for 30 validations, a position-wise encoder and
   no positional signal but the bias.
-  Each option's docstring below says what it does; docs/abc.md says why each departure
+  Each option's docstring below says what it does; docs/history.md says why each departure
   from the paper was needed.
 """
 

@@ -160,7 +160,7 @@ class Task(ABC):
         most pool numbers have 6 digits in an 8-cell frame, so in training the two answer
         digits before EOS are almost always 0. With one spare cell, a test answer whose top
         digit is a carry-out put a non-zero digit where training never had one, and ABC
-        models wrote a digit too many or stopped one early (docs/abc.md, "ABC on the
+        models wrote a digit too many or stopped one early (docs/history.md, "ABC on the
         worst-case sets").
         """
         return self.symbols(length) + SPARE_CELLS
