@@ -232,13 +232,14 @@ def resolved(*args: str) -> dict:
 
 def test_there_is_a_config_for_each_paper_cell_people_name():
     assert {p.name for p in PER_TASK} == {f"{s}_{t}.yaml" for s in ("abs", "abc")
-                                           for t in ("successor", "addition", "parity", "nx1")}
+                                           for t in ("successor", "addition", "parity", "nx1")} | {
+                                               "abs_multiplication.yaml"}
 
 
 @pytest.mark.parametrize("config", PER_TASK, ids=lambda p: p.name)
 def test_each_per_task_config_is_its_base_config_with_the_task_flag(config):
-    from abc_lightning.tasks import class_name
+    from abc_lightning.tasks import class_name, get_task
 
     base, task = config.stem.split("_", 1)
     assert resolved("--config", str(config)) == resolved("--config", str(ROOT / "configs" / f"{base}.yaml"),
-                                                        f"--data={class_name(task)}")
+                                                        f"--data={class_name(task)}", *get_task(task).cell_overrides)
