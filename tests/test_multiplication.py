@@ -144,3 +144,40 @@ def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
                          ("second60_6", [6], ["--data.second_length=60"]),
                          ("second60_20", [20], ["--data.second_length=60"])]
     assert get_task("multiplication").shape_label(rows[0]) == "60×6"
+
+
+def test_a_long_answer_trains_on_the_gathered_keys_with_the_dense_result(monkeypatch):
+    """A teacher-forced pass over a long answer reads only the keys its windows open
+    (attention.Gathered): the loss and every gradient match dense attention under the mask."""
+    from functools import partial
+
+    from abc_lightning.biases import WindowBias
+    from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal, attention
+
+    torch.manual_seed(0)
+    m = Seq2SeqTransformer(d_model=32, heads=4, encoder_layers=1, decoder_layers=2, feedforward=64, dropout=0.0,
+                           positional=Sinusoidal(), position_index=CyclicIndex(6, source_from="end"))
+    task = get_task("multiplication")
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
+    ops = task.from_pool([np.array([1234567, 99]), np.array([7654321, 1048576])])
+    src, target = torch.as_tensor(task.source(ops)), torch.as_tensor(task.target(ops))
+    tgt_in, tgt_out = torch.cat([torch.full((2, 1), 10), target], 1), torch.cat([target, torch.full((2, 1), 11)], 1)
+
+    def loss_and_grads():
+        m.zero_grad()
+        logits = m(src, tgt_in).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
+
+    calls = []
+    real = attention.attend_gathered
+    monkeypatch.setattr(attention, "attend_gathered", lambda *a: calls.append(1) or real(*a))
+    gathered = loss_and_grads()
+    assert len(calls) == 2  # both layers' self-attention (over 19 input tokens, cross-attention stays dense)
+    monkeypatch.setattr(attention, "GATHER_MIN_KEYS", 10**9)
+    m.__dict__.pop("_gathers", None)
+    dense = loss_and_grads()
+    assert len(calls) == 2
+    assert gathered[0] == pytest.approx(dense[0], abs=1e-6)
+    assert all(torch.allclose(g, d, atol=1e-5) for g, d in zip(gathered[1], dense[1]))

@@ -52,6 +52,45 @@ class Band(NamedTuple):
     first_offset: int
 
 
+class Gathered(NamedTuple):
+    """A bias that leaves every query row at most K of its keys open, wherever they are:
+    ``index (q, K)`` the keys each row reads (padded with closed ones), ``bias (h|1, q, K)``
+    the bias at those cells (−inf at the padding)."""
+
+    bias: torch.Tensor
+    index: torch.Tensor
+
+
+#: Gather a bias's open keys when every row has at most this many of at least GATHER_MIN_KEYS.
+GATHER_MAX_OPEN, GATHER_MIN_KEYS = 16, 128
+
+
+def gathered_of(bias: torch.Tensor | None, n_keys: int) -> Gathered | None:
+    """The :class:`Gathered` form of a bias ``(h|1, q, k)`` whose rows leave few keys open
+    among many (a task's dependency windows on a long answer), or None: too few keys for
+    gathering to pay, a row with more than :data:`GATHER_MAX_OPEN` open keys, or no bias."""
+    if bias is None or n_keys < GATHER_MIN_KEYS or bias.dim() != 3:
+        return None
+    open_ = torch.isfinite(bias).any(0)  # (q, k): open in some head
+    width = int(open_.sum(-1).max())
+    if width > GATHER_MAX_OPEN or width == 0:
+        return None
+    index = torch.topk(open_.to(torch.int8), width, dim=-1, sorted=False).indices  # the open keys first
+    cells = bias.gather(-1, index.expand(bias.shape[0], -1, -1))
+    closed = ~open_.gather(-1, index)
+    return Gathered(cells.masked_fill(closed, float("-inf")), index)
+
+
+def attend_gathered(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gathered: Gathered) -> torch.Tensor:
+    """:func:`attend` reading only each query's :class:`Gathered` keys: ``q × K`` scores
+    instead of ``q × k``, the same result up to float rounding (closed keys get zero weight
+    either way)."""
+    index = gathered.index
+    keys, values = k[:, :, index], v[:, :, index]  # (b, h, q, K, d)
+    scores = (q.unsqueeze(-2) * keys).sum(-1) / math.sqrt(q.shape[-1]) + gathered.bias
+    return (torch.softmax(scores, dim=-1).unsqueeze(-1) * values).sum(-2)
+
+
 @dataclass
 class AttentionMap:
     """What one attention call saw, returned on request for analysis (ABC uses it).
@@ -145,15 +184,19 @@ class MultiHeadAttention(nn.Module):
 
     def attend_to(
         self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-        bias: torch.Tensor | None, rotary: Rotates | None = None, need_map: bool = False, band: Band | None = None,
+        bias: torch.Tensor | None, rotary: Rotates | None = None, need_map: bool = False,
+        band: Band | Gathered | None = None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         """Queries from ``x_q (b q d_model)`` attend to given keys and values ``(b h k d)``.
 
-        A ``band`` takes :func:`attend_banded` (and returns no map)."""
+        A ``band`` takes :func:`attend_banded`, a :class:`Gathered` bias
+        :func:`attend_gathered` (neither returns a map)."""
         q = self.split(self.q_proj(x_q))
         if rotary is not None:
             q = rotary.rotate(q, q_pos)
-        if band is not None and not need_map:
+        if isinstance(band, Gathered) and not need_map:
+            out, amap = attend_gathered(q, k, v, band), None
+        elif band is not None and not need_map:
             out, amap = attend_banded(q, k, v, band), None
         else:
             out, amap = attend(q, k, v, bias, need_map)
@@ -163,7 +206,7 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, bias: torch.Tensor | None,
         q_pos: torch.Tensor, k_pos: torch.Tensor, rotary: Rotates | None = None, need_map: bool = False,
-        band: Band | None = None,
+        band: Band | Gathered | None = None,
     ) -> tuple[torch.Tensor, AttentionMap | None]:
         k, v = self.keys_values(x_kv, k_pos, rotary)
         return self.attend_to(x_q, q_pos, k, v, bias, rotary, need_map, band)

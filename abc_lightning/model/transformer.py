@@ -28,7 +28,8 @@ from torch import nn
 from abc_lightning import vocab
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import decoding
-from abc_lightning.model.attention import KINDS, AttentionMap, Band, BiasSource, MultiHeadAttention, sum_biases
+from abc_lightning.model.attention import (KINDS, AttentionMap, Band, BiasSource, Gathered, MultiHeadAttention,
+                                          gathered_of, sum_biases)
 from abc_lightning.model.decoding import StepKeys
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
 from abc_lightning.model.positions import LinearIndex, PositionIndex
@@ -106,13 +107,15 @@ class DecoderLayer(nn.Module):
         cross_bias: torch.Tensor | None, t_pos: torch.Tensor, s_pos: torch.Tensor,
         rotary: PositionalScheme | None, cross_rotary: PositionalScheme | None, need_map: bool,
         cache: dict | None = None, step: StepKeys | None = None,
+        gathered: tuple[Gathered | None, Gathered | None] = (None, None),
     ) -> tuple[torch.Tensor, AttentionMap | None, AttentionMap | None]:
         """``x (b, t, d)`` over ``memory (b, s, d)`` -> output, self- and cross-attention maps.
 
         ``cache`` and ``step`` (cached decoding only; see :mod:`~.decoding`): this step
         attends to the cached keys and its own, then keeps in the cache only ``step.keep``;
         cross-attention reads the memory keys ``step.cross``. Biases come pre-cut to those
-        keys."""
+        keys. ``gathered`` (a teacher-forced pass over a long answer): the self- and
+        cross-attention biases in :class:`~.attention.Gathered` form, where they have one."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
@@ -127,9 +130,10 @@ class DecoderLayer(nn.Module):
             ck, cv = cache["ck"], cache["cv"]
             if step is not None:
                 ck, cv = _keys(ck, step.cross), _keys(cv, step.cross)
-        h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map)
+        h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map, gathered[0])
         x = x + h
-        h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map)
+        h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map,
+                                                 gathered[1])
         x = x + h
         return x + self.drop(self.ff(self.norm3(x))), self_map, cross_map
 
@@ -253,6 +257,18 @@ class Seq2SeqTransformer(nn.Module):
             hit = cache[id(bias)] = (bias, decoding.band_of(bias, n_keys))
         return hit[1]
 
+    def _gathered(self, bias: torch.Tensor | None, n_keys: int) -> Gathered | None:
+        """:func:`~.attention.gathered_of`, remembered per bias tensor (bias sources cache theirs per size)."""
+        if bias is None:
+            return None
+        cache = self.__dict__.setdefault("_gathers", {})
+        hit = cache.get(id(bias))
+        if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
+            if len(cache) > 8:
+                cache.clear()
+            hit = cache[id(bias)] = (bias, gathered_of(bias, n_keys))
+        return hit[1]
+
     # ---- forward --------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Token embeddings plus the scheme's absolute positions (if any), with dropout."""
@@ -338,7 +354,10 @@ class Seq2SeqTransformer(nn.Module):
         rotary, cross_rotary = self.rotary_for("decoder"), self.rotary_for("cross")
         self_maps, cross_maps = [], []
         for layer, self_bias, cross_bias in zip(self.decoder, self_biases, cross_biases):
-            x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map)
+            gathered = (None, None) if need_map else (self._gathered(self_bias, len(t_pos)),
+                                                      self._gathered(cross_bias, len(s_pos)))
+            x, sm, cm = layer(x, memory, self_bias, cross_bias, t_pos, s_pos, rotary, cross_rotary, need_map,
+                              gathered=gathered)
             self_maps.append(sm)
             cross_maps.append(cm)
         return self.head(self.decoder_norm(x)), self_maps, cross_maps
