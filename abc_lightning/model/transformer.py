@@ -245,29 +245,25 @@ class Seq2SeqTransformer(nn.Module):
                     for i in range(n_layers)]
         return [self.attention_bias(kind, q_pos, k_pos, rows=rows, sizes=sizes)] * n_layers
 
-    def _band(self, bias: torch.Tensor | None, n_keys: int) -> Band | None:
-        """:func:`~.decoding.band_of`, remembered per bias tensor (bias sources cache theirs per size)."""
+    def _remembered(self, name: str, bias: torch.Tensor | None, make) -> Band | Gathered | None:
+        """``make(bias)``, remembered per bias tensor (bias sources cache theirs per size)."""
         if bias is None:
             return None
-        cache = self.__dict__.setdefault("_spans", {})
+        cache = self.__dict__.setdefault(name, {})
         hit = cache.get(id(bias))
         if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
             if len(cache) > 8:
                 cache.clear()
-            hit = cache[id(bias)] = (bias, decoding.band_of(bias, n_keys))
+            hit = cache[id(bias)] = (bias, make(bias))
         return hit[1]
 
+    def _band(self, bias: torch.Tensor | None, n_keys: int) -> Band | None:
+        """:func:`~.decoding.band_of` of a bias, remembered."""
+        return self._remembered("_spans", bias, lambda b: decoding.band_of(b, n_keys))
+
     def _gathered(self, bias: torch.Tensor | None, n_keys: int) -> Gathered | None:
-        """:func:`~.attention.gathered_of`, remembered per bias tensor (bias sources cache theirs per size)."""
-        if bias is None:
-            return None
-        cache = self.__dict__.setdefault("_gathers", {})
-        hit = cache.get(id(bias))
-        if hit is None or hit[0] is not bias:  # holding the tensor keeps its id from being reused
-            if len(cache) > 8:
-                cache.clear()
-            hit = cache[id(bias)] = (bias, gathered_of(bias, n_keys))
-        return hit[1]
+        """:func:`~.attention.gathered_of` of a bias, remembered."""
+        return self._remembered("_gathers", bias, lambda b: gathered_of(b, n_keys))
 
     # ---- forward --------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
