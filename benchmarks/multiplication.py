@@ -5,10 +5,9 @@ digits, tested with both operands longer, equal and unequal.
     OMP_NUM_THREADS=1 python benchmarks/multiplication.py speed --seed 0
     python benchmarks/multiplication.py summary
 
-``run`` fits ``configs/abs.yaml --data=Multiplication`` once per seed (seed S sets
-``--seed_everything`` and ``--data.seed``; validation at 6 and 10 digits, since a 60×60
-answer is 23,000 tokens; batches of 32, since a training answer is 408 tokens and a step
-of 128 took 6 s on one thread) into ``runs/multiplication/`` (ignored by git; a seed with a
+``run`` fits ``configs/abs_multiplication.yaml`` (``configs/abs.yaml --data=Multiplication``
+with 2,000 steps in batches of 32, validation at 6 and 10 digits) once per seed (seed S sets
+``--seed_everything`` and ``--data.seed``) into ``runs/multiplication/`` (ignored by git; a seed with a
 record is skipped, a seed with a finished fit only tested), then tests its last checkpoint
 at N = M digits (:data:`SQUARE`) and at the unequal shapes of :data:`SHAPES`, on
 :data:`SAMPLES` random inputs each and the worst-case set. ``summary`` writes
@@ -33,7 +32,7 @@ SQUARE = [1, 2, 3, 4, 5, 6, 10, 20]
 #: (N, M) tested apart: the moonshot 60×60 on fewer inputs (23,250 answer tokens each), and
 #: the unequal shapes
 SHAPES = {(60, 60): 200, (60, 6): SAMPLES, (6, 60): SAMPLES, (20, 60): SAMPLES}
-FIT = ["fit", "--config", "configs/abs.yaml", "--data=Multiplication", "--data.val_lengths=[6,10]", "--data.batch_size=32"]
+FIT = ["fit", "--config", "configs/abs_multiplication.yaml"]
 
 
 def run_seed(seed: int) -> None:
@@ -105,7 +104,7 @@ def summary() -> None:
         "",
         "`configs/abs.yaml --data=Multiplication` (rows of running sums, one per multiplier digit, each "
         "column written as its multiplier digit, its digit and its carry; windows from the task's dependencies; "
-        "CPI period 6), 1,000 steps, one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
+        "CPI period 6), 2,000 steps in batches of 32, one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
         f"digits). Each cell: accuracy (%) of exact match on random inputs of exactly N × M digits ({SAMPLES} "
         f"each, {SHAPES[(60, 60)]} at 60×60; all of them below 1,000 inputs), then on the worst-case set (9…9 × "
         "9…9, powers of ten, 9…9 × 1…1 and × 10…01, repeated digits, mixed lengths). Commits: "
