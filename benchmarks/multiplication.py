@@ -35,6 +35,19 @@ SHAPES = {(60, 60): 200, (60, 6): SAMPLES, (6, 60): SAMPLES, (20, 60): SAMPLES}
 FIT = ["fit", "--config", "configs/abs_multiplication.yaml"]
 
 
+TESTS = [("square", SQUARE, None, SAMPLES)] + [(f"{n}x{m}", [n], m, k) for (n, m), k in SHAPES.items()]
+
+
+def tested_rows(folder: Path, name: str, second: int | None) -> list[dict] | None:
+    """The rows of a finished test of this seed (``test_<name>/``), tagged with the
+    multiplier's length, or None where it has not finished."""
+    found = sorted((folder / f"test_{name}").glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return None
+    return [{"second": row["length"] if second is None else second, **row}
+            for row in json.loads(found[-1].read_text())["rows"]]
+
+
 def run_seed(seed: int) -> None:
     record_path = WORK / f"seed{seed}.json"
     if record_path.exists():
@@ -47,21 +60,39 @@ def run_seed(seed: int) -> None:
                                       WORK / f"seed{seed}.fit.log")  # a finished fit is kept
     ckpt = max(folder.glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
     rows, test_s = [], 0.0
-    tests = [("square", SQUARE, None, SAMPLES)] + [(f"{n}x{m}", [n], m, k) for (n, m), k in SHAPES.items()]
-    for name, lengths, second, samples in tests:
-        test_dir = folder / f"test_{name}"
-        extra = [] if second is None else [f"--data.second_length={second}"]
-        test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
-                       f"--data.test_samples={samples}", f"--trainer.logger.init_args.save_dir={test_dir}"],
-                      WORK / f"seed{seed}.{name}.log")
-        found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
-        rows += [{"second": row["length"] if second is None else second, **row}
-                 for row in json.loads(found.read_text())["rows"]]
+    for name, lengths, second, samples in TESTS:
+        done = tested_rows(folder, name, second)  # a finished test is kept, so runs over sessions add up
+        if done is None:
+            extra = [] if second is None else [f"--data.second_length={second}"]
+            test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
+                           f"--data.test_samples={samples}",
+                           f"--trainer.logger.init_args.save_dir={folder / f'test_{name}'}"],
+                          WORK / f"seed{seed}.{name}.log")
+            done = tested_rows(folder, name, second)
+        rows += done
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
               "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all")}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"seed {seed}: recorded in {record_path}")
+
+
+def partial_record(folder: Path) -> dict | None:
+    """A seed whose fit finished and whose tests did not all: the tests it has, marked."""
+    seed = int(folder.name.removeprefix("seed"))
+    if (WORK / f"seed{seed}.json").exists() or not list(folder.glob("abs/version_*/checkpoints/last.ckpt")):
+        return None
+    rows, missing = [], []
+    for name, _, second, _ in TESTS:
+        done = tested_rows(folder, name, second)
+        rows += done or []
+        missing += [] if done else [name]
+    if not rows:
+        return None
+    info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
+    return {"seed": seed, "rows": rows, "train_seconds": None, "test_seconds": None,
+            "commit": info["git_commit"][:7], "threads": info["torch_threads"],
+            "note": f"partial: not yet tested at {', '.join(missing)} (`run` finishes it)"}
 
 
 def speed(seed: int, samples: int = 20) -> None:
@@ -92,7 +123,9 @@ def speed(seed: int, samples: int = 20) -> None:
 
 
 def summary() -> None:
-    records = sorted((json.loads(p.read_text()) for p in WORK.glob("seed*.json")), key=lambda r: r["seed"])
+    records = [json.loads(p.read_text()) for p in WORK.glob("seed*.json")]
+    records += [r for r in map(partial_record, WORK.glob("seed*/")) if r is not None]
+    records.sort(key=lambda r: r["seed"])
     if not records:
         raise SystemExit(f"multiplication: no records in {WORK}; run `python benchmarks/multiplication.py run` first")
     seeds = [r["seed"] for r in records]
@@ -102,9 +135,9 @@ def summary() -> None:
     lines = [
         "## N×M multiplication under ABS: trained on operands of up to 7 digits, tested at up to 60×60",
         "",
-        "`configs/abs.yaml --data=Multiplication` (rows of running sums, one per multiplier digit, each "
+        "`configs/abs_multiplication.yaml` (`configs/abs.yaml --data=Multiplication`: rows of running sums, one per multiplier digit, each "
         "column written as its multiplier digit, its digit and its carry; windows from the task's dependencies; "
-        "CPI period 6), 2,000 steps in batches of 32, one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
+        "CPI period 6; 2,000 steps in batches of 32), one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
         f"digits). Each cell: accuracy (%) of exact match on random inputs of exactly N × M digits ({SAMPLES} "
         f"each, {SHAPES[(60, 60)]} at 60×60; all of them below 1,000 inputs), then on the worst-case set (9…9 × "
         "9…9, powers of ten, 9…9 × 1…1 and × 10…01, repeated digits, mixed lengths). Commits: "
@@ -127,8 +160,8 @@ def summary() -> None:
     if failing:
         lines += ["", "Worst-case families below 100%:", "", *failing]
     times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
-                      + f"{r['test_seconds']:.0f} s tests" + (f" ({r['note']})" if r.get("note") else "")
-                      for r in records)
+                      + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
+                      + (f" ({r['note']})" if r.get("note") else "") for r in records)
     lines += ["", f"Run time: {times}."]
     speed_path = WORK / "speed.json"
     if speed_path.exists():
