@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from operands import cli, command_line, commit
+from operands import cli, command_line, commit, finished_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -55,10 +55,9 @@ def run_seed(seed: int) -> None:
         return
     folder = WORK / f"seed{seed}"
     seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
-    fitted = sorted(folder.glob("abs/version_*/checkpoints/last.ckpt"))
-    train_s = None if fitted else cli([*FIT, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
+    train_s = None if finished_fit(folder) else cli([*FIT, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
                                       WORK / f"seed{seed}.fit.log")  # a finished fit is kept
-    ckpt = max(folder.glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    ckpt = finished_fit(folder)
     rows, test_s = [], 0.0
     for name, lengths, second, samples in TESTS:
         done = tested_rows(folder, name, second)  # a finished test is kept, so runs over sessions add up
@@ -80,7 +79,7 @@ def run_seed(seed: int) -> None:
 def partial_record(folder: Path) -> dict | None:
     """A seed whose fit finished and whose tests did not all: the tests it has, marked."""
     seed = int(folder.name.removeprefix("seed"))
-    if (WORK / f"seed{seed}.json").exists() or not list(folder.glob("abs/version_*/checkpoints/last.ckpt")):
+    if (WORK / f"seed{seed}.json").exists() or finished_fit(folder) is None:
         return None
     rows, missing = [], []
     for name, _, second, _ in TESTS:
@@ -103,7 +102,7 @@ def speed(seed: int, samples: int = 20) -> None:
     from abc_lightning import load
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    ckpt = max((WORK / f"seed{seed}").glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    ckpt = finished_fit(WORK / f"seed{seed}")
     trained = load(ckpt)
     rows = []
     for length in (6, 20, 60):

@@ -50,6 +50,16 @@ def commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def finished_fit(folder: Path) -> Path | None:
+    """The ``last.ckpt`` of the latest fit under ``folder`` that ran to its end (its
+    ``val_accuracy.json`` says why it stopped), or None: a fit cut short keeps a
+    ``last.ckpt`` of its last epoch, which must not pass for a trained model."""
+    done = [info.parent / "checkpoints" / "last.ckpt" for info in folder.glob("abs/version_*/val_accuracy.json")
+            if json.loads(info.read_text()).get("stopped")]
+    done = [p for p in done if p.exists()]
+    return max(done, key=lambda p: p.stat().st_mtime) if done else None
+
+
 def run_seed(seed: int) -> None:
     record_path = WORK / f"seed{seed}.json"
     if record_path.exists():
@@ -58,9 +68,8 @@ def run_seed(seed: int) -> None:
     folder = WORK / f"seed{seed}"
     seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
     save = [f"--trainer.logger.init_args.save_dir={folder}"]
-    fitted = sorted(folder.glob("abs/version_*/checkpoints/last.ckpt"))
-    train_s = None if fitted else cli([*FIT, *seeds, *save], WORK / f"seed{seed}.fit.log")  # a finished fit is kept
-    ckpt = max(folder.glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    train_s = None if finished_fit(folder) else cli([*FIT, *seeds, *save], WORK / f"seed{seed}.fit.log")  # a finished fit is kept
+    ckpt = finished_fit(folder)
     rows, test_s = [], 0.0
     for k, lengths in GRID.items():
         test_dir = folder / f"test_k{k}"
@@ -88,7 +97,7 @@ def speed(seed: int, samples: int = 100) -> None:
     from abc_lightning import load
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    ckpt = max((WORK / f"seed{seed}").glob("abs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    ckpt = finished_fit(WORK / f"seed{seed}")
     trained = load(ckpt)
     rows = []
     for k, length in SPEED_SHAPES:

@@ -146,9 +146,10 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     args = [sys.executable, "-m", "abc_lightning", *TINY, "--trainer.max_epochs=1000"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # the first checkpoint: seconds alone, minutes on a busy machine
     while not (tmp_path / LAST).exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
+    assert (tmp_path / LAST).exists(), "the fit wrote no checkpoint to interrupt after"
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130
