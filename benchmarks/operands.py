@@ -167,13 +167,18 @@ def summary() -> None:
     print("\n".join(lines))
 
 
-def command_line(doc: str, table: str, work: Path, run_seed, speed, summary) -> None:
+def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tests: list[str] | None = None) -> None:
     """``run``, ``speed`` and ``summary``, the subcommands of a benchmark that fits one model
-    per seed (this one, ``multiplication.py``) and writes ``results/<table>.{md,json}``."""
+    per seed (this one, ``multiplication.py``) and writes ``results/<table>.{md,json}``.
+    Where the benchmark names its ``tests``, ``run --tests`` runs only those (its record is
+    written once every test has run; ``summary`` shows a seed's finished tests meanwhile)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    if tests:
+        run.add_argument("--tests", nargs="+", choices=tests, default=tests,
+                         help="which tests to run after the fit (default: all)")
     sub.add_parser("summary", help=f"write results/{table}.{{md,json}} from the records")
     timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
     timing.add_argument("--seed", type=int, default=0)
@@ -183,7 +188,7 @@ def command_line(doc: str, table: str, work: Path, run_seed, speed, summary) -> 
     elif args.what == "run":
         work.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
-            run_seed(seed)
+            run_seed(seed, args.tests) if tests else run_seed(seed)
     else:
         summary()
 
