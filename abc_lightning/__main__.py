@@ -33,5 +33,15 @@ def main() -> int:
     return run_cli()
 
 
+def entry() -> int:
+    """:func:`main`, with a Ctrl+C while it is still importing (torch, Lightning) answered in
+    one line, as one later is."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("abc_lightning: error: interrupted before the first checkpoint; nothing to resume", file=sys.stderr)
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -141,17 +141,40 @@ def test_wandb_online_without_a_key_is_one_line_and_leaves_no_run(capsys, monkey
     assert not list(Path("runs").rglob("version_*"))
 
 
+def shut_down(proc: subprocess.Popen) -> str:
+    """The stderr of a process sent SIGINT, once it exits. One that has not exited after 5
+    minutes (2 s alone) is aborted, so that its stderr shows where each thread was."""
+    try:
+        return proc.communicate(timeout=300)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER prints every thread's stack
+        raise AssertionError("no exit 5 min after SIGINT; its stacks:\n" + proc.communicate(timeout=60)[1][-8000:])
+
+
+def test_a_ctrl_c_while_starting_is_one_line(tmp_path):
+    """SIGINT while Python still imports torch and Lightning, or sets the run up."""
+    proc = subprocess.Popen([sys.executable, "-m", "abc_lightning", *TINY], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    err = shut_down(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "abc_lightning: error: interrupted before the first checkpoint; nothing to resume"
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.ckpt"))
+
+
 def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     """SIGINT to a running fit (a process of its own, as a user's Ctrl+C)."""
     args = [sys.executable, "-m", "abc_lightning", *TINY, "--trainer.max_epochs=1000"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"})
     deadline = time.time() + 600  # the first checkpoint: seconds alone, minutes on a busy machine
     while not (tmp_path / LAST).exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert (tmp_path / LAST).exists(), "the fit wrote no checkpoint to interrupt after"
     proc.send_signal(signal.SIGINT)
-    err = proc.communicate(timeout=120)[1]
+    err = shut_down(proc)
     assert proc.returncode == 130
     assert err.strip().splitlines()[-1] == ("abc_lightning: error: interrupted; resume with: python -m abc_lightning "
                                             "fit --config runs/debug/version_0/config.yaml --ckpt_path "
