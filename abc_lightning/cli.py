@@ -22,7 +22,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
-from abc_lightning.callbacks.training import LineProgress, RunConfig, run_dir
+from abc_lightning.callbacks.training import LineProgress, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import files
 from abc_lightning.data import ArithmeticDataModule
@@ -30,7 +30,7 @@ from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import report, user_error
 from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
 from abc_lightning.run_folders import (CLAIMED, claim_folder, continue_metrics, latest_last_ckpt,
-                                       launched_as_rank_zero, remove_unstarted_runs)
+                                       launched_as_rank_zero, remove_unstarted_runs, run_dir)
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer

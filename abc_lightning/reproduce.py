@@ -404,7 +404,7 @@ def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths
 
 def short_commit() -> str:
     """The short commit of the source tree (``-dirty`` with uncommitted changes), or ``unknown``."""
-    from abc_lightning.callbacks.training import git_commit
+    from abc_lightning.provenance import git_commit
 
     commit = git_commit()
     return "unknown" if commit is None else commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         return None
 
     if queue:
-        from abc_lightning.callbacks.training import cpu  # imports lightning: only when there is something to run
+        from abc_lightning.provenance import cpu  # imports torch: only when there is something to run
 
         RUN_INFO.update(cpu=cpu())
         say(f"[reproduce] {args.table}: {len(queue)} run(s) to do, {max(1, args.jobs)} at a time")

@@ -12,6 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import lightning as L
 from lightning.pytorch.loggers import CSVLogger
 
 from abc_lightning import files
@@ -19,6 +20,22 @@ from abc_lightning.errors import CheckpointError
 
 CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
 START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
+
+
+def run_dir(trainer: L.Trainer) -> Path:
+    """This run's folder, read locally. ``trainer.log_dir`` broadcasts from rank 0, so
+    rank-zero-only code that called it would wait forever for the other ranks under DDP."""
+    loggers = trainer.loggers
+    if loggers:
+        logger = loggers[0]
+        if hasattr(logger, "root_dir"):  # CSV, TensorBoard: <save_dir>/<name>/version_N
+            return Path(logger.log_dir)
+        if type(logger).__name__ == "WandbLogger":  # W&B as the primary logger: its run's own folder
+            return Path(logger.experiment.dir)
+        if logger.save_dir is not None:
+            return Path(logger.save_dir)
+    return Path(trainer.default_root_dir)
+
 
 
 def claim_folder(root: Path, version: int) -> Path:

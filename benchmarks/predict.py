@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from abc_lightning import load
-    from abc_lightning.callbacks.training import git_commit
+    from abc_lightning.provenance import git_commit
 
     ckpt = Path(args.ckpt) if args.ckpt else checkpoint(args.threads)
     rng = random.Random(0)

@@ -208,7 +208,7 @@ def test_runs_started_together_never_share_a_version_folder(monkeypatch):
 def test_config_goes_to_each_runs_own_folder_whatever_the_primary_logger(tmp_path):
     from types import SimpleNamespace
 
-    from abc_lightning.callbacks.training import run_dir
+    from abc_lightning.run_folders import run_dir
 
     class WandbLogger:  # stands in for W&B as the primary logger (its save_dir is shared)
         save_dir = "runs"

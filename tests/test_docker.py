@@ -56,11 +56,11 @@ def test_the_image_records_its_commit_and_the_documented_run_keeps_its_runs():
 def test_run_info_takes_the_baked_commit_outside_a_checkout(monkeypatch, tmp_path):
     import subprocess
 
-    from abc_lightning.callbacks import training
+    from abc_lightning import provenance
 
     monkeypatch.setenv("ABC_LIGHTNING_COMMIT", "0123abc")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 128, "", "no repository"))
-    assert training.git_commit() == "0123abc"
+    assert provenance.git_commit() == "0123abc"
 
 
 def test_no_credentials_are_baked_into_the_image():

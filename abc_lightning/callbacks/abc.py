@@ -30,7 +30,7 @@ from abc_lightning import files
 from abc_lightning.biases.abc import CalibratedBias, lines_from_attention, pack_lines, unpack_lines, unread_operands
 from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining, resolve
 from abc_lightning.callbacks.strategy import BiasStrategy
-from abc_lightning.callbacks.training import run_dir
+from abc_lightning.run_folders import run_dir
 from abc_lightning.evaluation import average_attention
 
 PHASES = ("interpolate", "retrain", "done")

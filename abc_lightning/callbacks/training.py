@@ -14,21 +14,8 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files
 from abc_lightning.evaluation import rows_from_metrics
-
-
-def run_dir(trainer: L.Trainer) -> Path:
-    """This run's folder, read locally. ``trainer.log_dir`` broadcasts from rank 0, so
-    rank-zero-only code that called it would wait forever for the other ranks under DDP."""
-    loggers = trainer.loggers
-    if loggers:
-        logger = loggers[0]
-        if hasattr(logger, "root_dir"):  # CSV, TensorBoard: <save_dir>/<name>/version_N
-            return Path(logger.log_dir)
-        if type(logger).__name__ == "WandbLogger":  # W&B as the primary logger: its run's own folder
-            return Path(logger.experiment.dir)
-        if logger.save_dir is not None:
-            return Path(logger.save_dir)
-    return Path(trainer.default_root_dir)
+from abc_lightning.provenance import cpu, git_commit
+from abc_lightning.run_folders import run_dir
 
 
 class LineProgress(ProgressBar):
@@ -175,44 +162,6 @@ class AccuracyTable(L.Callback):
 
     def on_test_end(self, trainer, pl_module) -> None:
         self._write(trainer, "test")
-
-
-def git_commit() -> str | None:
-    """The source tree's git commit (with ``-dirty`` for uncommitted changes); outside a git
-    checkout, the commit an image was built from (``ABC_LIGHTNING_COMMIT``), else None."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    baked = os.environ.get("ABC_LIGHTNING_COMMIT") or None
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if head.returncode:
-            return baked
-        # results/ is what the runs write (reproduce's records and logs), not source
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
-                                ".", ":(exclude)results"], capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return baked
-
-
-def cpu() -> str:
-    """The CPU a run's float kernels were picked for: ``Intel(R) Xeon(R) Processor, AVX512``.
-
-    torch chooses its vectorised CPU kernels by the instruction set it finds (``AVX512``,
-    ``AVX2``, …), and they sum in different orders, so one seed on one thread trains the same
-    model again only where this string is the same."""
-    import platform
-
-    import torch
-
-    name = None
-    try:
-        name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name")), None)
-    except OSError:
-        pass
-    return f"{name or platform.processor() or platform.machine()}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 class RunInfo(L.Callback):
