@@ -43,3 +43,9 @@ def cpu() -> str:
     except OSError:
         pass
     return f"{name or platform.processor() or platform.machine()}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def short_commit() -> str:
+    """The short commit of the source tree (``-dirty`` with uncommitted changes), or ``unknown``."""
+    commit = git_commit()
+    return "unknown" if commit is None else commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")

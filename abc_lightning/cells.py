@@ -1,0 +1,213 @@
+"""The cell matrix of ``reproduce``: every registered task × the rows of each table.
+
+A cell is one row of a table: a base config, the task and the overrides that make the row
+(:class:`Cell`). A task's rows, paper figures and labels come from its class
+(``abc_lightning/tasks/``), so a new task gets its cells here without a line of this file or
+a config changing. The lengths and sample counts every cell is tested at are here too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+LENGTHS = [6, 10, 15, 20, 60, 599, 600, 601, 10000]
+# beyond the paper's protocol, on fewer samples; three neighbours, because an input's length
+# mod 3 decides the phase at which period-3 CPI meets it (600 has the training frame's)
+LONG_LENGTHS, LONG_SAMPLES = [599, 600, 601], 1000
+HUGE_LENGTHS, HUGE_SAMPLES = [10000], 100  # the encoder-window cells, whose evaluation is linear
+WORST_LENGTHS = [60, *LONG_LENGTHS, *HUGE_LENGTHS]  # the worst-case columns: one per long length, as the phases differ
+SHAPE_SAMPLES = 1000  # each of a task's other shapes (Task.shape_tests: more operands, unequal operands)
+
+class Cell(NamedTuple):
+    """One row of a reproduction table: a base config, the task and the overrides that make the cell."""
+
+    task: str
+    label: str
+    config: str
+    paper60: float | None = None  # the paper's accuracy at 60 digits, None where it has none
+    overrides: tuple[str, ...] = ()  # CLI overrides on top of the config (the task's --data=… first)
+    name: str = ""  # record name (results/<table>/<name>.json)
+    curve: bool = False  # also evaluate every length 1..60 (CURVE_SAMPLES each) for the figure
+    checkpoint: str = "best"  # which checkpoint of the fit is tested: "best" or "last"
+    home: str = ""  # table folder that owns the record; a cell shared between tables runs once
+    long: bool = False  # also test at LONG_LENGTHS (LONG_SAMPLES each): cells that extrapolate
+    huge: bool = False  # also test at HUGE_LENGTHS (HUGE_SAMPLES each): cells whose every attention is windowed
+    note: str = ""  # what the paper column shows where it has no number
+    seed: int = 0  # --seed_everything and --data.seed (the model/shuffle seed and the permutation Π)
+
+    @property
+    def key(self) -> str:
+        return self.name or Path(self.config).stem
+
+    @property
+    def base_key(self) -> str:
+        """The cell's name without its seed: the row of the table its records share."""
+        return self.key.split(".seed")[0]
+
+    def for_seed(self, seed: int) -> "Cell":
+        """The same cell under another seed: both the model/shuffle seed (``seed_everything``)
+        and the split permutation Π (``data.seed``) change. Seed 0 is the configs' own, so its
+        command and record name stay as they were; seed S is recorded as ``<name>.seedS``."""
+        if seed == self.seed:
+            return self
+        base = self._replace(name=self.base_key, seed=0,
+                             overrides=tuple(o for o in self.overrides if not o.startswith(SEED_FLAGS)))
+        if seed == 0:
+            return base
+        return base._replace(name=f"{base.base_key}.seed{seed}", seed=seed,
+                             overrides=(*base.overrides, f"--seed_everything={seed}", f"--data.seed={seed}"))
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python -m abc_lightning fit --config", self.config, *self.overrides])
+
+
+SEED_FLAGS = ("--seed_everything=", "--data.seed=")
+
+ABS, ABC, BASELINE = "configs/abs.yaml", "configs/abc.yaml", "configs/baseline.yaml"
+NO_CPI = ("--model.position_index=null",)  # "+ w=1": the window without cyclic position indexing
+NOPE = (*NO_CPI, "--model.positional=NoPE")
+#: Table 1's "Vanilla": the plain model on Table 1's input form (aligned) and training recipe (configs/abs.yaml's).
+TABLE1_PLAIN = ("--data.aligned=true", "--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                "--model.lr_schedule=cosine")
+TABLE1_ROWS = {  # row -> (label, config, overrides, record name)
+    "vanilla": (None, BASELINE, TABLE1_PLAIN, "{task}_vanilla"),
+    "w1": ("+ w=1", ABS, NO_CPI, "{task}_w1"),
+    "T3": ("+ T=3", ABS, (), "abs_{task}"),
+    "nope_w1": ("NoPE + w=1", ABS, NOPE, "{task}_nope_w1"),
+}
+#: Baseline schemes: label and the model overrides that choose them.
+SCHEMES = {"vanilla": ("Vanilla", ()), "learned": ("Learned", ("--model.positional=Learned",)),
+           "nope": ("NoPE", ("--model.positional=NoPE",)), "rope": ("RoPE", ("--model.positional=Rotary",)),
+           "alibi": ("ALiBi", ("--model.positional=ALiBi",)), "t5": ("T5 bias", ("--model.positional=T5Relative",)),
+           "sandwich": ("Sandwich", ("--model.positional=Sandwich",)), "fire": ("FIRE", ("--model.positional=FIRE",)),
+           "randomized": ("Randomized", ("--model.position_index=RandomizedIndex",
+                                         "--model.position_index.max_position=1024"))}
+
+
+def data_flag(task: str) -> str:
+    from abc_lightning.tasks import class_name
+
+    return f"--data={class_name(task)}"
+
+
+def task_flags(task: str) -> tuple[str, ...]:
+    """``--data=<Task>`` and the overrides the task's every cell takes (``Task.cell_overrides``)."""
+    from abc_lightning.tasks import get_task
+
+    return (data_flag(task), *get_task(task).cell_overrides)
+
+
+def _tasks(table: str | None = None) -> dict:
+    """The registered tasks (of one table: ``table1`` for the paper's, ``beyond`` for ours)."""
+    from abc_lightning.tasks import TASKS
+
+    return {name: task for name, task in TASKS.items() if table is None or task.table == table}
+
+
+def abs_rows(table: str) -> list[Cell]:
+    """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
+    cells = []
+    for name, task in _tasks(table).items():
+        for row in task.rows:
+            label, config, over, key = TABLE1_ROWS[row]
+            if row == "T3":
+                label = f"+ T={task.cpi_period}"  # the config's period: task
+            cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
+                              (*task_flags(name), *over), key.format(task=name), home=table,
+                              long=row != "vanilla",
+                              note=task.paper_note if row == "vanilla" else ""))
+    return cells
+
+
+def encoder_window_rows(table: str) -> list[Cell]:
+    """Not in the paper: + T with the encoder windowed too (w=1 each side), which makes
+    evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
+    digits: every other cell's encoder attends to the whole input, which is quadratic."""
+    return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
+                 (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
+                 long=True, huge=True)
+            for name, task in _tasks(table).items() if "T3" in task.rows]
+
+
+def table1_cells() -> list[Cell]:
+    """Table 1: the paper's tasks under ABS, the schemes it ablates, and two rows of ours."""
+    cells = abs_rows("table1")
+    # Supplementary: the CPU configs use dropout 0; the paper's 0.3 matters for sinusoidal cells.
+    cells.append(Cell("successor", "+ w=1, dropout 0.3 (paper's)", ABS, 100.0,
+                      (data_flag("successor"), *NO_CPI, "--model.dropout=0.3"), "successor_w1_dropout03",
+                      home="table1", long=True))
+    return cells + encoder_window_rows("table1")
+
+
+def geometry_cells() -> list[Cell]:
+    """Which cross-attention window geometry works (the papers leave it open)."""
+    runs = [("successor", g, 1) for g in ("trailing", "symmetric", "leading")]
+    runs += [("addition", g, w) for g, w in (("trailing", 0), ("trailing", 1), ("symmetric", 1))]
+    return [Cell(task, f"NoPE, self w=1, cross {g} w={w}", ABS, None,
+                 (data_flag(task), *NOPE, f"--bias.geometry={g}", f"--bias.cross_width={w}"), f"{task}_{g}_cross{w}")
+            for task, g, w in runs]
+
+
+def baseline_cells() -> list[Cell]:
+    """Every task × scheme, natural input form (Figure 1, Tables 1 and 3)."""
+    return [Cell(name, label, BASELINE, task.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
+                 curve=True, home="baselines")
+            for name, task in _tasks("table1").items() if task.baselines for key, (label, over) in SCHEMES.items()]
+
+
+def abc_cells(table: str) -> list[Cell]:
+    """The ABC cell of every task of ``table`` that has one: the documented command, one
+    fit that interpolates, calibrates and retrains. It is tested on the model at the end of
+    retraining (the lowest validation loss can belong to the interpolation phase, before any
+    bias exists)."""
+    rows = []
+    for name, task in _tasks(table).items():
+        if task.abc:
+            config, over = ABC, (data_flag(name),)
+            label = "ABC" if "ABC" in task.paper_abc else "ABC (beyond the paper)"
+            rows.append(Cell(name, label, config, task.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
+                             curve=True, home=table if table != "table1" else "table3", long=True,
+                             note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
+    return rows
+
+
+def table3_cells() -> list[Cell]:
+    """Table 3: ABC against the baselines that fail, natural input form. The baseline rows are
+    cells of the baselines table (run once, shared) for the schemes the paper reports; the
+    last rows are ABC under the paper's own settings (``--bias.preset=paper``)."""
+    tasks = _tasks("table1")
+    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
+    paper = [cell._replace(label="ABC, the paper's preset", overrides=(*cell.overrides, "--bias.preset=paper"),
+                           name=f"abc_paper_{cell.task}", curve=False, long=False)
+             for cell in abc_cells("table1")]
+    return rows + abc_cells("table1") + paper
+
+
+#: The baseline of the tasks beyond the paper: FIRE, the positional scheme with the best
+#: length generalization on addition in the literature (Zhou et al., 2024), on the natural form.
+BEYOND_BASELINE = "fire"
+
+
+def beyond_cells() -> list[Cell]:
+    """The tasks no paper has length-generalized (subtraction, signed subtraction,
+    three-operand addition, N×2): Table 1's rows, the encoder-window row, ABC and a
+    positional-scheme baseline, under the same protocol."""
+    label, over = SCHEMES[BEYOND_BASELINE]
+    baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (*task_flags(name), *over),
+                      f"{name}_{BEYOND_BASELINE}", curve=True, home="beyond")
+                 for name, task in _tasks("beyond").items() if task.baselines]
+    return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond") + baselines
+
+
+TABLES = {"table1": table1_cells, "geometry": geometry_cells, "baselines": baseline_cells, "table3": table3_cells,
+          "beyond": beyond_cells}
+
+
+def all_cells() -> list[Cell]:
+    return [cell for make in TABLES.values() for cell in make()]
+
+
+CURVE_LENGTHS = list(range(1, 61))
+CURVE_SAMPLES = 500
