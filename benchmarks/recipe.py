@@ -50,6 +50,10 @@ CANDIDATES = {
                                    "carry-rich (all within the training lengths)",
                                    ["--bias.retraining.budget=0.5", "--bias.retraining.reinitialize=false",
                                     "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]),
+    "abc_finetune05_nodrop_k087": ("ABC, as abc_finetune05_nodrop, with the paper's κ_self 0.87 for the decoder's "
+                                   "lines (the project's 0.3 keeps lines that reach 2-4 answer positions back)",
+                                   ["--bias.retraining.budget=0.5", "--bias.retraining.reinitialize=false",
+                                    "--bias.retraining.dropout=keep", "--bias.lines.kappa_self=0.87"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
