@@ -103,21 +103,21 @@ def _tasks(table: str | None = None) -> dict:
     """The registered tasks (of one table: ``table1`` for the paper's, ``beyond`` for ours)."""
     from abc_lightning.tasks import TASKS
 
-    return {name: task for name, task in TASKS.items() if table is None or task.table == table}
+    return {name: task for name, task in TASKS.items() if table is None or task.tables.table == table}
 
 
 def abs_rows(table: str) -> list[Cell]:
     """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
     cells = []
     for name, task in _tasks(table).items():
-        for row in task.rows:
+        for row in task.tables.rows:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "T3":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
-            cells.append(Cell(name, label or task.vanilla_label, config, task.paper.get(row),
+            cells.append(Cell(name, label or task.tables.vanilla_label, config, task.tables.paper.get(row),
                               (*task_flags(name), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
-                              note=task.paper_note if row == "vanilla" else ""))
+                              note=task.tables.paper_note if row == "vanilla" else ""))
     return cells
 
 
@@ -128,7 +128,7 @@ def encoder_window_rows(table: str) -> list[Cell]:
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
                  (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
                  long=True, huge=True)
-            for name, task in _tasks(table).items() if "T3" in task.rows]
+            for name, task in _tasks(table).items() if "T3" in task.tables.rows]
 
 
 def table1_cells() -> list[Cell]:
@@ -152,9 +152,9 @@ def geometry_cells() -> list[Cell]:
 
 def baseline_cells() -> list[Cell]:
     """Every task × scheme, natural input form (Figure 1, Tables 1 and 3)."""
-    return [Cell(name, label, BASELINE, task.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
+    return [Cell(name, label, BASELINE, task.tables.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
                  curve=True, home="baselines")
-            for name, task in _tasks("table1").items() if task.baselines for key, (label, over) in SCHEMES.items()]
+            for name, task in _tasks("table1").items() if task.tables.baselines for key, (label, over) in SCHEMES.items()]
 
 
 def abc_cells(table: str) -> list[Cell]:
@@ -164,10 +164,10 @@ def abc_cells(table: str) -> list[Cell]:
     bias exists)."""
     rows = []
     for name, task in _tasks(table).items():
-        if task.abc:
+        if task.tables.abc:
             config, over = ABC, (data_flag(name),)
-            label = "ABC" if "ABC" in task.paper_abc else "ABC (beyond the paper)"
-            rows.append(Cell(name, label, config, task.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
+            label = "ABC" if "ABC" in task.tables.paper_abc else "ABC (beyond the paper)"
+            rows.append(Cell(name, label, config, task.tables.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
                              curve=True, home=table if table != "table1" else "table3", long=True,
                              note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
     return rows
@@ -178,7 +178,7 @@ def table3_cells() -> list[Cell]:
     cells of the baselines table (run once, shared) for the schemes the paper reports; the
     last rows are ABC under the paper's own settings (``--bias.preset=paper``)."""
     tasks = _tasks("table1")
-    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].paper_abc]
+    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].tables.paper_abc]
     paper = [cell._replace(label="ABC, the paper's preset", overrides=(*cell.overrides, "--bias.preset=paper"),
                            name=f"abc_paper_{cell.task}", curve=False, long=False)
              for cell in abc_cells("table1")]
@@ -197,7 +197,7 @@ def beyond_cells() -> list[Cell]:
     label, over = SCHEMES[BEYOND_BASELINE]
     baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (*task_flags(name), *over),
                       f"{name}_{BEYOND_BASELINE}", curve=True, home="beyond")
-                 for name, task in _tasks("beyond").items() if task.baselines]
+                 for name, task in _tasks("beyond").items() if task.tables.baselines]
     return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond") + baselines
 
 

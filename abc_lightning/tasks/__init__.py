@@ -25,7 +25,7 @@ def _discover() -> dict[str, type[Task]]:
             todo.append(sub)
             if "name" in vars(sub):
                 found.append(sub)
-    found.sort(key=lambda cls: (cls.order, cls.name))
+    found.sort(key=lambda cls: (cls.tables.order, cls.name))
     return {cls.name: cls for cls in found}
 
 
