@@ -1,5 +1,7 @@
 """``python -m abc_lightning``: the LightningCLI, or ``reproduce`` / ``sweep``."""
 
+import importlib
+import signal
 import sys
 
 
@@ -33,13 +35,36 @@ def main() -> int:
     return run_cli()
 
 
-def entry() -> int:
-    """:func:`main`, with a Ctrl+C while it is still importing (torch, Lightning) answered in
-    one line, as one later is."""
+INTERRUPTED = "abc_lightning: error: interrupted before the first checkpoint; nothing to resume"
+
+
+def import_then(argv: list[str]) -> bool:
+    """Import what ``argv`` runs (torch, Lightning: seconds) with Ctrl+C held back: a
+    KeyboardInterrupt inside a library's import can be swallowed by its import probes or
+    leave a half-loaded extension behind. True when Ctrl+C came meanwhile."""
+    pressed: list[int] = []
+    hold = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not where SIGINT is ignored (nohup)
+    if hold:
+        signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
+        name = {"reproduce": "reproduce", "sweep": "sweep"}.get(argv[1] if len(argv) > 1 else "", "cli")
+        importlib.import_module(f"abc_lightning.{name}")
+    finally:
+        if hold:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(pressed)
+
+
+def entry() -> int:
+    """:func:`main`, with a Ctrl+C while it is still importing or starting answered in one
+    line, as one later is."""
+    try:
+        if import_then(sys.argv):
+            print(INTERRUPTED, file=sys.stderr)
+            return 130
         return main()
     except KeyboardInterrupt:
-        print("abc_lightning: error: interrupted before the first checkpoint; nothing to resume", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return 130
 
 

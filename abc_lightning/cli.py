@@ -10,8 +10,6 @@ one line and an exit status (:mod:`abc_lightning.faults`).
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -19,22 +17,20 @@ from pathlib import Path
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
-from abc_lightning import files
 from abc_lightning.data import ArithmeticDataModule
+from abc_lightning.evaluation import write_predictions
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import report, user_error
 from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
-from abc_lightning.run_folders import (CLAIMED, claim_folder, continue_metrics, latest_last_ckpt,
-                                       launched_as_rank_zero, remove_unstarted_runs, run_dir)
+from abc_lightning.run_folders import CLAIMED, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer
-from abc_lightning.wandb_logging import make_logger
+from abc_lightning.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
 from abc_lightning import callbacks as _callbacks  # noqa: F401
@@ -267,58 +263,17 @@ class ABCLightningCLI(LightningCLI):
             raise ConfigError(f"{path} has trained {steps} steps, all of trainer.max_steps={loop.max_steps}: "
                               "to train on, raise it")
 
-    def _resume_folder(self) -> Path | None:
-        """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
-        ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
-        path = self.config.fit.get("ckpt_path")
-        loggers = self.trainer.loggers
-        if path in (None, *CKPT_KEYWORDS) or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
-            return None
-        folder = Path(path).resolve().parent.parent
-        if folder.parent == Path(loggers[0].root_dir).resolve() and re.fullmatch(r"version_\d+", folder.name):
-            return folder
-        return None
-
     def _claim_version(self) -> None:
-        """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
-
-        Lightning picks "highest existing + 1" lazily, so runs started together with one
-        save_dir (sweeps, ``reproduce --jobs``) could pick the same folder and overwrite
-        each other's files. Creating the folder is atomic: a run that loses the race takes
-        the next number. Only global rank 0 claims; other ranks receive its log_dir.
-        Without any logger (``--trainer.logger=false``) the run still gets a folder of its
-        own, ``runs/no_logger/version_N``, instead of writing into the current directory.
-        """
-        trainer = self.trainer
-        resume = self._resume_folder() if self.config.get("subcommand") == "fit" else None
-        if resume is not None and getattr(trainer.loggers[0], "_version", None) is None:
-            # every rank continues in the checkpoint's own folder (unless a version was given)
-            trainer.loggers[0]._version = int(resume.name[8:])
-            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
-            if launched_as_rank_zero():
-                continue_metrics(trainer.loggers[0], self._user_ckpt("fit").get("global_step", 0))
-            return
-        if not launched_as_rank_zero():
-            return
-        if not trainer.loggers and Path(trainer.default_root_dir).resolve() == Path.cwd().resolve():
-            trainer._default_root_dir = str(claim_folder(Path("runs") / "no_logger", 0))
-        for logger in trainer.loggers:
-            if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
-                logger._version = int(claim_folder(Path(logger.root_dir), logger._get_next_version()).name[8:])
+        """This run's own folder, claimed now (:func:`abc_lightning.run_folders.claim_run_folder`)."""
+        fit = self.config.get("subcommand") == "fit"
+        claim_run_folder(self.trainer, self.config.fit.get("ckpt_path") if fit else None,
+                         lambda: self._user_ckpt("fit").get("global_step", 0))
 
     def _add_wandb(self) -> None:
-        """Add W&B (see :mod:`abc_lightning.wandb_logging`) beside a CSV/TensorBoard logger."""
-        loggers = self.trainer.loggers
-        if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) or not launched_as_rank_zero():
-            return  # other ranks log nothing; rank 0's W&B run is the run
-        options = self.config[self.config.subcommand].get("wandb") or {}
-        wandb_logger = make_logger(options.get("mode", "auto"), options.get("project", "abc_lightning"), loggers[0])
-        if wandb_logger is None:
-            return
-        self.trainer.loggers = [*loggers, wandb_logger]
         config = self.config[self.config.subcommand].clone()
-        config.pop("wandb", None)
-        wandb_logger.log_hyperparams(flatten(config.as_dict()))  # the resolved config, inside the W&B run
+        options = config.pop("wandb", None) or {}
+        add_beside(self.trainer, options.get("mode", "auto"), options.get("project", "abc_lightning"),
+                   flatten(config.as_dict()))
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
         ACTIVE["trainer"] = self.trainer
@@ -354,24 +309,9 @@ class ABCLightningCLI(LightningCLI):
         self._start("predict", needs_ckpt=True, wandb=False)
 
     def after_predict(self) -> None:
-        rows = sorted(self.model.predictions, key=lambda r: r["index"])
-        out = run_dir(self.trainer)
-        out.mkdir(parents=True, exist_ok=True)
-        with files.atomic_open(out / "predictions.jsonl", "w") as fh:
-            for r in rows:
-                fh.write(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n")
-        shown = rows[:SHOWN]
-        width = max(len(r["input"]) for r in shown)
-        for r in shown:
-            mark = "ok" if r["correct"] else (f"WRONG (expected {r['expected']}; generated {r['raw_output']!r}, "
-                                              f"expected {r['raw_expected']!r}, least significant digit first)")
-            print(f"{r['input']:>{width}} = {r['output']}   {mark}")
-        right = sum(r["correct"] for r in rows)
-        more = f"; the first {SHOWN} are shown" if len(rows) > SHOWN else ""
-        print(f"{right} of {len(rows)} right{more}; every answer in {out / 'predictions.jsonl'}")
+        write_predictions(self.model.predictions, run_dir(self.trainer))
 
 
-SHOWN = 20  # predict answers printed; all of them go to predictions.jsonl
 
 
 class Unseeded(ABCLightningCLI):

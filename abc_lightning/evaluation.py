@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from torchmetrics import Metric
 
@@ -166,3 +169,27 @@ def evaluate_by_length(model, dm, lengths: list[int], samples: int, batch_size: 
                 row.update(worst=result.pop("all"), worst_samples=len(ds), worst_families=result)
         rows.append(row)
     return rows
+
+
+SHOWN = 20  # predict answers printed; all of them go to predictions.jsonl
+
+
+def write_predictions(predictions: list[dict], out: Path) -> None:
+    """``predict``'s answers: all of them to ``out/predictions.jsonl`` (in input order), the
+    first :data:`SHOWN` printed, each marked right or wrong, and how many were right."""
+    from abc_lightning import files
+
+    rows = sorted(predictions, key=lambda r: r["index"])
+    out.mkdir(parents=True, exist_ok=True)
+    with files.atomic_open(out / "predictions.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n")
+    shown = rows[:SHOWN]
+    width = max(len(r["input"]) for r in shown)
+    for r in shown:
+        mark = "ok" if r["correct"] else (f"WRONG (expected {r['expected']}; generated {r['raw_output']!r}, "
+                                          f"expected {r['raw_expected']!r}, least significant digit first)")
+        print(f"{r['input']:>{width}} = {r['output']}   {mark}")
+    right = sum(r["correct"] for r in rows)
+    more = f"; the first {SHOWN} are shown" if len(rows) > SHOWN else ""
+    print(f"{right} of {len(rows)} right{more}; every answer in {out / 'predictions.jsonl'}")

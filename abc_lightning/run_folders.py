@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import warnings
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning import files
 from abc_lightning.errors import CheckpointError
@@ -112,3 +113,48 @@ def remove_unstarted_runs(status: int = 2) -> None:
             if folder.is_dir() and {p.name for p in folder.iterdir()} <= START_UP_FILES:
                 shutil.rmtree(folder)
     CLAIMED.clear()
+
+
+def resume_folder(trainer: L.Trainer, ckpt_path: str | None) -> Path | None:
+    """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
+    ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
+    from abc_lightning.checkpoints import CKPT_KEYWORDS
+
+    loggers = trainer.loggers
+    if ckpt_path in (None, *CKPT_KEYWORDS) or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
+        return None
+    folder = Path(ckpt_path).resolve().parent.parent
+    if folder.parent == Path(loggers[0].root_dir).resolve() and re.fullmatch(r"version_\d+", folder.name):
+        return folder
+    return None
+
+
+def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step) -> None:
+    """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
+
+    Lightning picks "highest existing + 1" lazily, so runs started together with one
+    save_dir (sweeps, ``reproduce --jobs``) could pick the same folder and overwrite
+    each other's files. Creating the folder is atomic: a run that loses the race takes
+    the next number. Only global rank 0 claims; other ranks receive its log_dir.
+    A fit resumed from ``ckpt_path`` continues in the checkpoint's own folder, its
+    metrics from the checkpoint's step (``resumed_step()``). Without any logger
+    (``--trainer.logger=false``) the run still gets a folder of its own,
+    ``runs/no_logger/version_N``, instead of writing into the current directory.
+    Lightning keeps no public setter for either, so the logger's ``_version`` and the
+    trainer's ``_default_root_dir`` are written here, and only here.
+    """
+    resume = resume_folder(trainer, ckpt_path)
+    if resume is not None and getattr(trainer.loggers[0], "_version", None) is None:
+        # every rank continues in the checkpoint's own folder (unless a version was given)
+        trainer.loggers[0]._version = int(resume.name[8:])
+        warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+        if launched_as_rank_zero():
+            continue_metrics(trainer.loggers[0], resumed_step())
+        return
+    if not launched_as_rank_zero():
+        return
+    if not trainer.loggers and Path(trainer.default_root_dir).resolve() == Path.cwd().resolve():
+        trainer._default_root_dir = str(claim_folder(Path("runs") / "no_logger", 0))
+    for logger in trainer.loggers:
+        if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
+            logger._version = int(claim_folder(Path(logger.root_dir), logger._get_next_version()).name[8:])

@@ -85,3 +85,21 @@ def make_logger(mode: str, project: str, primary, group: str | None = None):
                          group=group or os.environ.get("WANDB_RUN_GROUP"), log_model=False)
     logger._wandb_init.pop("anonymous", None)  # W&B warns that the setting is deprecated whenever it is passed
     return logger
+
+
+def add_beside(trainer, mode: str, project: str, hyperparameters: dict) -> None:
+    """Add W&B beside a run's CSV/TensorBoard logger (:func:`make_logger` decides online,
+    offline or disabled), with the resolved config as the W&B run's hyperparameters. Only
+    global rank 0 logs to W&B; its run is the run."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from abc_lightning.run_folders import launched_as_rank_zero
+
+    loggers = trainer.loggers
+    if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) or not launched_as_rank_zero():
+        return
+    wandb_logger = make_logger(mode, project, loggers[0])
+    if wandb_logger is None:
+        return
+    trainer.loggers = [*loggers, wandb_logger]
+    wandb_logger.log_hyperparams(hyperparameters)

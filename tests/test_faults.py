@@ -141,6 +141,13 @@ def test_wandb_online_without_a_key_is_one_line_and_leaves_no_run(capsys, monkey
     assert not list(Path("runs").rglob("version_*"))
 
 
+def as_in_a_terminal() -> None:
+    """A child's Ctrl+C as a terminal gives it: a shell that starts a job in the background
+    (as CI runners may start the tests) passes SIGINT down ignored, and Python then keeps
+    ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def shut_down(proc: subprocess.Popen) -> str:
     """The stderr of a process sent SIGINT, once it exits. One that has not exited after 5
     minutes (2 s alone) is aborted, so that its stderr shows where each thread was."""
@@ -152,9 +159,12 @@ def shut_down(proc: subprocess.Popen) -> str:
 
 
 def test_a_ctrl_c_while_starting_is_one_line(tmp_path):
-    """SIGINT while Python still imports torch and Lightning, or sets the run up."""
+    """SIGINT while Python still imports torch and Lightning (held until the imports end:
+    inside a library's import it can be swallowed, or leave a half-loaded extension), or
+    sets the run up."""
     proc = subprocess.Popen([sys.executable, "-m", "abc_lightning", *TINY], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=as_in_a_terminal)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     err = shut_down(proc)
@@ -168,7 +178,8 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     """SIGINT to a running fit (a process of its own, as a user's Ctrl+C)."""
     args = [sys.executable, "-m", "abc_lightning", *TINY, "--trainer.max_epochs=1000"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=as_in_a_terminal)
     deadline = time.time() + 600  # the first checkpoint: seconds alone, minutes on a busy machine
     while not (tmp_path / LAST).exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
