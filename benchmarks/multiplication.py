@@ -102,7 +102,10 @@ def partial_record(folder: Path) -> dict | None:
     if not rows:
         return None
     info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
-    return {"seed": seed, "rows": rows, "train_seconds": None, "test_seconds": None,
+    timed = WORK / f"seed{seed}.train_seconds"
+    tests = [float(p.read_text()) for p in folder.glob("test_*/seconds")]
+    return {"seed": seed, "rows": rows, "train_seconds": float(timed.read_text()) if timed.exists() else None,
+            "test_seconds": round(sum(tests), 1) if tests else None,
             "commit": info["git_commit"][:7], "threads": info["torch_threads"],
             "note": f"partial: not yet tested at {', '.join(missing)} (`run` finishes it)"}
 
