@@ -12,7 +12,7 @@ def git_commit() -> str | None:
     checkout, the commit an image was built from (``ABC_LIGHTNING_COMMIT``), else None."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]  # the checkout: abc_lightning/provenance.py
     baked = os.environ.get("ABC_LIGHTNING_COMMIT") or None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)

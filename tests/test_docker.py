@@ -111,3 +111,14 @@ def test_the_image_builds_and_runs_the_debug_fit(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert (runs / "debug" / "version_0" / "checkpoints" / "last.ckpt").is_file()
     assert "0123abc" in (runs / "debug" / "version_0" / "run_info.json").read_text()  # the baked commit
+
+
+def test_run_info_takes_the_checkouts_commit_inside_one():
+    import subprocess
+
+    from abc_lightning import provenance
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        pytest.skip("not a git checkout")
+    assert provenance.git_commit().removesuffix("-dirty") == head.stdout.strip()
