@@ -106,7 +106,7 @@ def partial_record(folder: Path) -> dict | None:
     tests = [float(p.read_text()) for p in folder.glob("test_*/seconds")]
     return {"seed": seed, "rows": rows, "train_seconds": float(timed.read_text()) if timed.exists() else None,
             "test_seconds": round(sum(tests), 1) if tests else None,
-            "commit": info["git_commit"][:7], "threads": info["torch_threads"],
+            "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
             "note": f"partial: not yet tested at {', '.join(missing)} (`run` finishes it)"}
 
 
