@@ -342,3 +342,11 @@ def test_a_retraining_budget_lasts_the_interpolations_steps_along_a_cosine(tmp_p
     assert all(a > b for a, b in zip(rates[6:], rates[7:])) and rates[11] < 0.0004
     with pytest.raises(ConfigError, match="retraining.budget must be patience or a number > 0"):
         AttentionBiasCalibration(retraining=Retraining(budget=0))
+
+
+def test_the_retraining_rate_follows_its_budget_or_anneal():
+    cosine = Retraining(lr="keep", anneal="off", budget=0.5)
+    assert [cosine.rate(0.002, done, False) for done in (0.0, 0.5, 1.0, 1.5)] == pytest.approx([0.002, 0.001, 0, 0])
+    annealed = Retraining(lr=0.01, anneal=0.1, budget="patience")
+    assert annealed.rate(0.002, 0.0, False) == 0.01 and annealed.rate(0.002, 0.0, True) == pytest.approx(0.001)
+    assert Retraining(lr="keep", anneal="off", budget="patience").rate(0.002, 0.3, True) is None  # the model's own

@@ -308,7 +308,7 @@ def test_square_segment_alignment_keeps_encoder_lines_between_operands():
 def test_one_model_calibrates_the_same_lines_on_one_and_two_threads():
     # What ABC averages and the lines it keeps do not depend on the thread count (runs that
     # were trained on different thread counts differ, but that is training, not calibration).
-    from abc_lightning.callbacks.abc import average_attention
+    from abc_lightning.evaluation import average_attention
     from abc_lightning.data import data_module_for
     from abc_lightning.model.positional import Sinusoidal
     from abc_lightning.model.transformer import Seq2SeqTransformer

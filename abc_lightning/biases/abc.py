@@ -56,6 +56,50 @@ def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe
     return out
 
 
+def calibrate_model(model, train, task, aligned: bool, recipe: Recipe, seed: int) -> tuple[LinesByKind, list[list[int]]]:
+    """ABC's calibration of a model that interpolates: decode S_gen (``recipe.lines.samples``
+    rows of the training split ``train``, drawn with ``seed``), average its attention per head
+    (:func:`abc_lightning.evaluation.average_attention`) and find the lines of each kind
+    (:func:`lines_from_attention`). Also returns the operand spans ``[start, width]`` that no
+    cross-attention line above κ reads, where the retraining's encoder is position-wise (with
+    it the decoder reads operands only through those lines), before ``lines.cover`` adds any."""
+    import numpy as np
+
+    from abc_lightning.evaluation import average_attention
+
+    lines = recipe.lines
+    rng = np.random.default_rng(seed)
+    idx = torch.as_tensor(rng.choice(train.src.shape[0], size=min(lines.samples, train.src.shape[0]), replace=False))
+    src = train.src[idx].long().to(next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    try:
+        averaged = average_attention(model, src, train.tgt_out.shape[1], lines.source)
+    finally:
+        model.train(was_training)
+    segments = task.growing_segments(src.shape[1], aligned)
+    unread = []
+    if recipe.retraining.encoder_diagonal and "cross" in lines.kinds:
+        plain = replace(recipe, lines=replace(lines, kinds=["cross"], cover="off"))
+        unread = [list(segments[k]) for k in
+                  unread_operands(lines_from_attention(averaged, plain, segments, model.heads), segments)]
+    return lines_from_attention(averaged, recipe, segments, model.heads), unread
+
+
+def unread_message(unread: list[list[int]], covered: bool) -> str:
+    """The line a run prints when no cross-attention line above κ reads an operand: with
+    ``lines.cover: operands`` the best line below κ was kept; without it the retraining's
+    position-wise encoder leaves no other way to that operand."""
+    spans = ", ".join(f"keys {s}–{s + w - 1}" for s, w in unread)
+    if covered:
+        return f"abc_lightning: ABC: no cross-attention line above κ reads the operand at {spans}; " \
+               f"lines.cover kept its best line below κ"
+    return (f"abc_lightning: warning: ABC calibrated no cross-attention line that reads the operand at "
+            f"{spans}; the retraining's position-wise encoder leaves no other way to it, so this run is "
+            f"not expected to learn the task (lines.cover: operands adds one; the interpolating weights "
+            f"are in abc/interpolated.pt)")
+
+
 def cover_operands(calibrated: list[CalibratedLines], a_bars: list[torch.Tensor], ln: Lines,
                    segments: list[tuple[int, int]]) -> list[CalibratedLines]:
     """Cross-attention lines per layer, with a line added for every operand none reads.

@@ -32,6 +32,7 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
@@ -172,6 +173,17 @@ class Retraining:
     positional: Literal["keep", "none"] | None = None
     encoder_diagonal: bool | None = None
     budget: float | Literal["patience"] | None = None
+
+    def rate(self, base: float, done: float, annealed: bool) -> float | None:
+        """The retraining's learning rate, from the model's own ``base``: along a cosine to 0
+        over a step budget (``done``: the share of it trained), or annealed once the threshold
+        is first held; None where it keeps the model's own schedule."""
+        if self.lr == "keep" and self.anneal == "off" and self.budget == "patience":
+            return None
+        lr = base if self.lr == "keep" else self.lr
+        if self.budget != "patience":
+            return lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, done))))
+        return lr * (self.anneal if annealed else 1.0)
 
 
 @dataclass

@@ -2,10 +2,9 @@
 
 One ``fit`` runs the phases. **interpolate**: a plain model trains until its
 in-distribution validation accuracy holds ``phases.threshold`` for ``phases.patience``
-checks. **calibrate**: S_gen (``lines.samples`` training inputs) is decoded, the attention
-averaged per head (:func:`abc_lightning.evaluation.average_attention`) and turned into lines
-(:func:`abc_lightning.biases.abc.lines_from_attention`). **retrain**: the bias is installed
-and training goes on until the threshold holds ``phases.retrain_patience`` checks; fit stops.
+checks. **calibrate**: :func:`abc_lightning.biases.abc.calibrate_model` turns the attention
+on S_gen into lines. **retrain**: the bias is installed and training goes on until the
+threshold holds ``phases.retrain_patience`` checks (or for its step budget); fit stops.
 
 The options come from a named preset (:mod:`abc_lightning.biases.recipe`) with only what
 differs given. The lines, the phase and its timings are in the callback's checkpoint state,
@@ -17,21 +16,16 @@ tensors) and ``abc/phases.json``; ``AttentionHeatmaps`` draws the calibrated bia
 from __future__ import annotations
 
 import json
-import math
 import time
-from dataclasses import replace
 from typing import Literal
 
-import numpy as np
-import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files
-from abc_lightning.biases.abc import CalibratedBias, lines_from_attention, pack_lines, unpack_lines, unread_operands
+from abc_lightning.biases.abc import CalibratedBias, calibrate_model, pack_lines, unpack_lines, unread_message
 from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining, resolve
 from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.run_folders import run_dir
-from abc_lightning.evaluation import average_attention
 
 PHASES = ("interpolate", "retrain", "done")
 
@@ -96,7 +90,10 @@ class AttentionBiasCalibration(BiasStrategy):
             start = time.perf_counter()
             # Every rank calibrates from the same S_gen and weights; rank 0's lines are used
             # everywhere so that GPU non-determinism cannot give ranks different biases.
-            self.lines = trainer.strategy.broadcast(self.calibrate(trainer, pl_module), src=0)
+            dm = trainer.datamodule
+            lines, self.unread = calibrate_model(pl_module.model, dm.train_set, dm.task, dm.aligned, self.recipe,
+                                                 self.seed)
+            self.lines = trainer.strategy.broadcast(lines, src=0)
             self.save_interpolated(trainer, pl_module)
             self.report_unread(trainer)
             self.install(pl_module)
@@ -134,17 +131,13 @@ class AttentionBiasCalibration(BiasStrategy):
             self.set_lr(trainer, pl_module)
 
     def set_lr(self, trainer, pl_module) -> None:
-        """The retraining's learning rate (annealed, or along its budget's cosine) in every optimizer."""
+        """The retraining's learning rate (:meth:`Retraining.rate`) in every optimizer."""
         retraining = self.recipe.retraining
-        budget = retraining.budget != "patience"
-        if retraining.lr == "keep" and retraining.anneal == "off" and not budget:
+        done = 0.0 if retraining.budget == "patience" else \
+            (trainer.global_step - self.steps["interpolate"]) / max(1, self.steps["retrain"])
+        lr = retraining.rate(pl_module.hparams.lr, done, self.annealed)
+        if lr is None:
             return
-        lr = pl_module.hparams.lr if retraining.lr == "keep" else retraining.lr
-        if budget:
-            done = (trainer.global_step - self.steps["interpolate"]) / max(1, self.steps["retrain"])
-            lr *= 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, done))))
-        else:
-            lr *= retraining.anneal if self.annealed else 1.0
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -162,29 +155,7 @@ class AttentionBiasCalibration(BiasStrategy):
             self.seconds[self.phase] = round(self.seconds[self.phase] + now - self._mark, 2)
         self._mark = now
 
-    # ---- calibration ----------------------------------------------------------------
-    def calibrate(self, trainer, pl_module) -> dict:
-        """Decode S_gen, average attention per head, and calibrate each kind (and layer)."""
-        dm, lines = trainer.datamodule, self.recipe.lines
-        train = dm.train_set
-        rng = np.random.default_rng(self.seed)
-        idx = torch.as_tensor(rng.choice(train.src.shape[0], size=min(lines.samples, train.src.shape[0]), replace=False))
-        src = train.src[idx].long().to(pl_module.device)
-        model = pl_module.model
-        was_training = model.training
-        model.eval()
-        try:
-            averaged = average_attention(model, src, train.tgt_out.shape[1], lines.source)
-        finally:
-            model.train(was_training)
-        segments = dm.task.growing_segments(src.shape[1], dm.aligned)
-        if self.recipe.retraining.encoder_diagonal and "cross" in lines.kinds:
-            # the operands the lines above κ leave unread (before lines.cover adds any)
-            plain = replace(self.recipe, lines=replace(lines, kinds=["cross"], cover="off"))
-            unread = unread_operands(lines_from_attention(averaged, plain, segments, model.heads), segments)
-            self.unread = [list(segments[k]) for k in unread]
-        return lines_from_attention(averaged, self.recipe, segments, model.heads)
-
+    # ---- around the calibration ------------------------------------------------------
     @rank_zero_only
     def save_interpolated(self, trainer, pl_module) -> None:
         """The interpolating model's weights, as calibrated, to ``abc/interpolated.pt``: with
@@ -196,21 +167,10 @@ class AttentionBiasCalibration(BiasStrategy):
         files.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
 
     def report_unread(self, trainer) -> None:
-        """One line when an operand is read by no cross-attention line above κ: with a
-        position-wise encoder (``retraining.encoder_diagonal``) the decoder reads the input
-        only through those lines. ``lines.cover: operands`` adds one line for it; without it
-        the retraining cannot learn a task that needs that operand."""
-        if not self.unread or not trainer.is_global_zero:
-            return
-        spans = ", ".join(f"keys {s}–{s + w - 1}" for s, w in self.unread)
-        if self.recipe.lines.cover == "operands":
-            print(f"abc_lightning: ABC: no cross-attention line above κ reads the operand at {spans}; "
-                  f"lines.cover kept its best line below κ", flush=True)
-        else:
-            print(f"abc_lightning: warning: ABC calibrated no cross-attention line that reads the operand at "
-                  f"{spans}; the retraining's position-wise encoder leaves no other way to it, so this run is "
-                  f"not expected to learn the task (lines.cover: operands adds one; the interpolating weights "
-                  f"are in abc/interpolated.pt)", flush=True)
+        """One line when an operand is read by no cross-attention line above κ
+        (:func:`unread_message`)."""
+        if self.unread and trainer.is_global_zero:
+            print(unread_message(self.unread, self.recipe.lines.cover == "operands"), flush=True)
 
     def install(self, pl_module) -> None:
         pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.recipe.extension.soft))
