@@ -38,7 +38,6 @@ def run_dir(trainer: L.Trainer) -> Path:
     return Path(trainer.default_root_dir)
 
 
-
 def claim_folder(root: Path, version: int) -> Path:
     """Create ``root/version_N`` atomically, with N the first free number from ``version``."""
     CLAIMED.extend(reversed([d for d in [root, *root.parents] if not d.exists()]))  # parents we create
