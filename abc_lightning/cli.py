@@ -270,10 +270,12 @@ class ABCLightningCLI(LightningCLI):
                          lambda: self._user_ckpt("fit").get("global_step", 0))
 
     def _add_wandb(self) -> None:
-        config = self.config[self.config.subcommand].clone()
-        options = config.pop("wandb", None) or {}
-        add_beside(self.trainer, options.get("mode", "auto"), options.get("project", "abc_lightning"),
-                   flatten(config.as_dict()))
+        options = self.config[self.config.subcommand].get("wandb") or {}
+        wandb_logger = add_beside(self.trainer, options.get("mode", "auto"), options.get("project", "abc_lightning"))
+        if wandb_logger is not None:
+            config = self.config[self.config.subcommand].clone()
+            config.pop("wandb", None)
+            wandb_logger.log_hyperparams(flatten(config.as_dict()))  # the resolved config, inside the W&B run
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
         ACTIVE["trainer"] = self.trainer
@@ -310,8 +312,6 @@ class ABCLightningCLI(LightningCLI):
 
     def after_predict(self) -> None:
         write_predictions(self.model.predictions, run_dir(self.trainer))
-
-
 
 
 class Unseeded(ABCLightningCLI):

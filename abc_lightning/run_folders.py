@@ -17,6 +17,7 @@ import lightning as L
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning import files
+from abc_lightning.checkpoints import CKPT_KEYWORDS
 from abc_lightning.errors import CheckpointError
 
 CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
@@ -117,8 +118,6 @@ def remove_unstarted_runs(status: int = 2) -> None:
 def resume_folder(trainer: L.Trainer, ckpt_path: str | None) -> Path | None:
     """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
     ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
-    from abc_lightning.checkpoints import CKPT_KEYWORDS
-
     loggers = trainer.loggers
     if ckpt_path in (None, *CKPT_KEYWORDS) or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
         return None

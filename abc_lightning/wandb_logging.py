@@ -87,19 +87,18 @@ def make_logger(mode: str, project: str, primary, group: str | None = None):
     return logger
 
 
-def add_beside(trainer, mode: str, project: str, hyperparameters: dict) -> None:
+def add_beside(trainer, mode: str, project: str):
     """Add W&B beside a run's CSV/TensorBoard logger (:func:`make_logger` decides online,
-    offline or disabled), with the resolved config as the W&B run's hyperparameters. Only
-    global rank 0 logs to W&B; its run is the run."""
+    offline or disabled) and return it, or None where no W&B run starts. Only global rank 0
+    logs to W&B; its run is the run."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     from abc_lightning.run_folders import launched_as_rank_zero
 
     loggers = trainer.loggers
     if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) or not launched_as_rank_zero():
-        return
+        return None
     wandb_logger = make_logger(mode, project, loggers[0])
-    if wandb_logger is None:
-        return
-    trainer.loggers = [*loggers, wandb_logger]
-    wandb_logger.log_hyperparams(hyperparameters)
+    if wandb_logger is not None:
+        trainer.loggers = [*loggers, wandb_logger]
+    return wandb_logger

@@ -49,6 +49,12 @@ def tested_rows(folder: Path, name: str, second: int | None) -> list[dict] | Non
             for row in json.loads(found[-1].read_text())["rows"]]
 
 
+def seconds(path: Path) -> float | None:
+    """A time kept beside a run (``seed<S>.train_seconds``, ``test_<name>/seconds``), so a
+    record written in a later call still has it; None where it was not kept."""
+    return float(path.read_text()) if path.exists() else None
+
+
 def run_seed(seed: int, only: list[str] | None = None) -> None:
     record_path = WORK / f"seed{seed}.json"
     if record_path.exists():
@@ -60,7 +66,7 @@ def run_seed(seed: int, only: list[str] | None = None) -> None:
     if not finished_fit(folder):  # a finished fit is kept
         timed.write_text(str(round(cli([*FIT, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
                                        WORK / f"seed{seed}.fit.log"), 1)))
-    train_s = float(timed.read_text()) if timed.exists() else None
+    train_s = seconds(timed)
     ckpt = finished_fit(folder)
     rows, test_s, skipped = [], 0.0, []
     for name, lengths, second, samples in TESTS:
@@ -70,14 +76,13 @@ def run_seed(seed: int, only: list[str] | None = None) -> None:
             continue
         if done is None:
             extra = [] if second is None else [f"--data.second_length={second}"]
-            seconds = cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
-                           f"--data.test_samples={samples}",
-                           f"--trainer.logger.init_args.save_dir={folder / f'test_{name}'}"],
-                          WORK / f"seed{seed}.{name}.log")
-            (folder / f"test_{name}" / "seconds").write_text(str(round(seconds, 1)))
+            took = cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
+                        f"--data.test_samples={samples}",
+                        f"--trainer.logger.init_args.save_dir={folder / f'test_{name}'}"],
+                       WORK / f"seed{seed}.{name}.log")
+            (folder / f"test_{name}" / "seconds").write_text(str(round(took, 1)))
             done = tested_rows(folder, name, second)
-        timed_test = folder / f"test_{name}" / "seconds"
-        test_s += float(timed_test.read_text()) if timed_test.exists() else 0.0
+        test_s += seconds(folder / f"test_{name}" / "seconds") or 0.0
         rows += done
     if skipped:
         print(f"seed {seed}: not yet tested at {', '.join(skipped)} (--tests); no record yet, `summary` shows the rest")
@@ -102,9 +107,8 @@ def partial_record(folder: Path) -> dict | None:
     if not rows:
         return None
     info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
-    timed = WORK / f"seed{seed}.train_seconds"
-    tests = [float(p.read_text()) for p in folder.glob("test_*/seconds")]
-    return {"seed": seed, "rows": rows, "train_seconds": float(timed.read_text()) if timed.exists() else None,
+    tests = [seconds(p) for p in folder.glob("test_*/seconds")]
+    return {"seed": seed, "rows": rows, "train_seconds": seconds(WORK / f"seed{seed}.train_seconds"),
             "test_seconds": round(sum(tests), 1) if tests else None,
             "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
             "note": f"partial: not yet tested at {', '.join(missing)} (`run` finishes it)"}

@@ -188,7 +188,10 @@ def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tes
     elif args.what == "run":
         work.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
-            run_seed(seed, args.tests) if tests else run_seed(seed)
+            if tests:
+                run_seed(seed, args.tests)
+            else:
+                run_seed(seed)
     else:
         summary()
 
