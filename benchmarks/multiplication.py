@@ -55,6 +55,12 @@ def seconds(path: Path) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
+def remark(seed: int) -> str:
+    """A remark kept by hand beside a seed's runs (``seed<S>.note``: what ran beside it), or ''."""
+    path = WORK / f"seed{seed}.note"
+    return path.read_text().strip() if path.exists() else ""
+
+
 def run_seed(seed: int, only: list[str] | None = None) -> None:
     record_path = WORK / f"seed{seed}.json"
     if record_path.exists():
@@ -89,7 +95,8 @@ def run_seed(seed: int, only: list[str] | None = None) -> None:
         return
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
               "train_seconds": train_s, "test_seconds": round(test_s, 1),
-              "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all")}
+              "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
+              **({"note": remark(seed)} if remark(seed) else {})}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"seed {seed}: recorded in {record_path}")
 
@@ -111,7 +118,8 @@ def partial_record(folder: Path) -> dict | None:
     return {"seed": seed, "rows": rows, "train_seconds": seconds(WORK / f"seed{seed}.train_seconds"),
             "test_seconds": round(sum(tests), 1) if tests else None,
             "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
-            "note": f"partial: not yet tested at {', '.join(missing)} (`run` finishes it)"}
+            "note": "; ".join(filter(None, [remark(seed), f"partial: not yet tested at {', '.join(missing)} "
+                                                          "(`run` finishes it)"]))}
 
 
 def speed(seed: int, samples: int = 20) -> None:
