@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from operands import cli, command_line, commit, finished_fit
+from operands import SCHEMES, SCHEMES_NOTE, cli, column, command_line, commit, device, finished_fit, scheme_dir, scheme_records
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -55,23 +55,43 @@ def seconds(path: Path) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
-def remark(seed: int) -> str:
+def devices(work: Path, seed: int) -> dict[str, str]:
+    """Where a seed's fit and tests ran, where not on the CPU (``seed<S>.device`` and
+    ``test_<name>/device``, kept like the times): ``{"fit": …, "60x60": …}``."""
+    kept = {"fit": work / f"seed{seed}.device",
+            **{name: work / f"seed{seed}" / f"test_{name}" / "device" for name, *_ in TESTS}}
+    return {stage: path.read_text().strip() for stage, path in kept.items() if path.exists()}
+
+
+def on_gpu(record: dict) -> str:
+    """' (fit and 60x60 on <GPU>)' for a record with stages off the CPU, else ''."""
+    where: dict[str, list[str]] = {}
+    for stage, name in record.get("devices", {}).items():
+        where.setdefault(name, []).append("fit" if stage == "fit" else f"test {stage}")
+    return "".join(f" ({', '.join(stages)} on an {name})" for name, stages in where.items())
+
+
+def remark(work: Path, seed: int) -> str:
     """A remark kept by hand beside a seed's runs (``seed<S>.note``: what ran beside it), or ''."""
-    path = WORK / f"seed{seed}.note"
+    path = work / f"seed{seed}.note"
     return path.read_text().strip() if path.exists() else ""
 
 
-def run_seed(seed: int, only: list[str] | None = None) -> None:
-    record_path = WORK / f"seed{seed}.json"
+def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> None:
+    work = scheme_dir(WORK, scheme)
+    record_path = work / f"seed{seed}.json"
     if record_path.exists():
-        print(f"seed {seed}: done before, skipped")
+        print(f"{scheme} seed {seed}: done before, skipped")
         return
-    folder = WORK / f"seed{seed}"
+    folder = work / f"seed{seed}"
     seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
-    timed = WORK / f"seed{seed}.train_seconds"  # kept beside the fit, for a record written in a later call
+    fit = [*FIT, *SCHEMES[scheme][1]]
+    timed = work / f"seed{seed}.train_seconds"  # kept beside the fit, for a record written in a later call
     if not finished_fit(folder):  # a finished fit is kept
-        timed.write_text(str(round(cli([*FIT, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
-                                       WORK / f"seed{seed}.fit.log"), 1)))
+        timed.write_text(str(round(cli([*fit, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
+                                       work / f"seed{seed}.fit.log"), 1)))
+        if device() != "CPU":
+            (work / f"seed{seed}.device").write_text(device())
     train_s = seconds(timed)
     ckpt = finished_fit(folder)
     rows, test_s, skipped = [], 0.0, []
@@ -85,26 +105,29 @@ def run_seed(seed: int, only: list[str] | None = None) -> None:
             took = cli(["test", "--ckpt_path", str(ckpt), f"--data.test_lengths={lengths}", *extra,
                         f"--data.test_samples={samples}",
                         f"--trainer.logger.init_args.save_dir={folder / f'test_{name}'}"],
-                       WORK / f"seed{seed}.{name}.log")
+                       work / f"seed{seed}.{name}.log")
             (folder / f"test_{name}" / "seconds").write_text(str(round(took, 1)))
+            if device() != "CPU":
+                (folder / f"test_{name}" / "device").write_text(device())
             done = tested_rows(folder, name, second)
         test_s += seconds(folder / f"test_{name}" / "seconds") or 0.0
         rows += done
     if skipped:
         print(f"seed {seed}: not yet tested at {', '.join(skipped)} (--tests); no record yet, `summary` shows the rest")
         return
-    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
+    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": train_s, "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
-              **({"note": remark(seed)} if remark(seed) else {})}
+              **({"devices": devices(work, seed)} if devices(work, seed) else {}),
+              **({"note": remark(work, seed)} if remark(work, seed) else {})}
     record_path.write_text(json.dumps(record, indent=2))
-    print(f"seed {seed}: recorded in {record_path}")
+    print(f"{scheme} seed {seed}: recorded in {record_path}")
 
 
-def partial_record(folder: Path) -> dict | None:
+def partial_record(folder: Path, scheme: str) -> dict | None:
     """A seed whose fit finished and whose tests did not all: the tests it has, marked."""
-    seed = int(folder.name.removeprefix("seed"))
-    if (WORK / f"seed{seed}.json").exists() or finished_fit(folder) is None:
+    seed, work = int(folder.name.removeprefix("seed")), folder.parent
+    if (work / f"seed{seed}.json").exists() or finished_fit(folder) is None:
         return None
     rows, missing = [], []
     for name, _, second, _ in TESTS:
@@ -115,10 +138,11 @@ def partial_record(folder: Path) -> dict | None:
         return None
     info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
     tests = [seconds(p) for p in folder.glob("test_*/seconds")]
-    return {"seed": seed, "rows": rows, "train_seconds": seconds(WORK / f"seed{seed}.train_seconds"),
+    return {"scheme": scheme, "seed": seed, "rows": rows, "train_seconds": seconds(work / f"seed{seed}.train_seconds"),
             "test_seconds": round(sum(tests), 1) if tests else None,
+            **({"devices": devices(work, seed)} if devices(work, seed) else {}),
             "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
-            "note": "; ".join(filter(None, [remark(seed), f"partial: not yet tested at {', '.join(missing)} "
+            "note": "; ".join(filter(None, [remark(work, seed), f"partial: not yet tested at {', '.join(missing)} "
                                                           "(`run` finishes it)"]))}
 
 
@@ -151,12 +175,13 @@ def speed(seed: int, samples: int = 20) -> None:
 
 
 def summary() -> None:
-    records = [json.loads(p.read_text()) for p in WORK.glob("seed*.json")]
-    records += [r for r in map(partial_record, WORK.glob("seed*/")) if r is not None]
-    records.sort(key=lambda r: r["seed"])
+    records = scheme_records(WORK)
+    records += [r for scheme in SCHEMES for folder in scheme_dir(WORK, scheme).glob("seed*/")
+                if (r := partial_record(folder, scheme)) is not None]
+    records.sort(key=lambda r: (list(SCHEMES).index(r["scheme"]), r["seed"]))
     if not records:
         raise SystemExit(f"multiplication: no records in {WORK}; run `python benchmarks/multiplication.py run` first")
-    seeds = [r["seed"] for r in records]
+    seeds = [r["seed"] for r in records if r["scheme"] == "abs"]
     by_seed = [{(row["length"], row["second"]): row for row in r["rows"]} for r in records]
     keys = sorted({key for rows in by_seed for key in rows}, key=lambda k: (k[0] != k[1], k[0] * k[1], k))
     fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
@@ -172,23 +197,24 @@ def summary() -> None:
         f"{', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/multiplication.py run --seeds {' '.join(map(str, seeds))}`, then "
-        "`python benchmarks/multiplication.py summary`.",
+        "`python benchmarks/multiplication.py summary`." + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""),
         "",
-        "| N × M | " + " | ".join(f"seed {s}" for s in seeds) + " | " +
-        " | ".join(f"worst, seed {s}" for s in seeds) + " |",
-        "|---|" + "---|" * (2 * len(seeds)),
+        "| N × M | " + " | ".join(column(r) for r in records) + " | " +
+        " | ".join(f"worst, {column(r)}" for r in records) + " |",
+        "|---|" + "---|" * (2 * len(records)),
     ]
     for n, m in keys:
         acc = [fmt(rows.get((n, m), {}).get("accuracy")) for rows in by_seed]
         worst = [fmt(rows.get((n, m), {}).get("worst")) for rows in by_seed]
         lines.append(f"| {n} × {m} | " + " | ".join(acc + worst) + " |")
-    failing = [f"- seed {r['seed']}, {row['length']} × {row['second']}: "
+    failing = [f"- {column(r)}, {row['length']} × {row['second']}: "
                + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
                for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
     if failing:
         lines += ["", "Worst-case families below 100%:", "", *failing]
-    times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
+    times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
                       + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
+                      + on_gpu(r)
                       + (f" ({r['note']})" if r.get("note") else "") for r in records)
     lines += ["", f"Run time: {times}."]
     speed_path = WORK / "speed.json"

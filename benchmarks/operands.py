@@ -31,6 +31,41 @@ OUT = ROOT / "results" / "addition_k"
 SAMPLES = 1000
 GRID = {4: [1, 2, 3, 4, 5, 6, 10, 20, 60], 2: [6, 60], 10: [6, 60], 20: [6, 60], 40: [6, 60]}
 FIT = ["fit", "--config", "configs/abs.yaml", "--data=AdditionK"]
+#: scheme -> (label, overrides on top of the ABS fit): the task's own windows and period (ABS),
+#: NoPE under the same windows, and FIRE with no windows on the same scratchpad. ``run
+#: --scheme`` picks one; each keeps its runs in a folder of its own (ABS's: the work folder).
+SCHEMES = {"abs": ("ABS", []),
+           "nope": ("NoPE + windows", ["--model.positional=NoPE", "--model.position_index=null"]),
+           "fire": ("FIRE, no windows", ["--bias=null", "--model.positional=FIRE", "--model.position_index=null"])}
+
+
+#: said under a table that has other schemes' columns
+SCHEMES_NOTE = (" Columns named after a scheme are the same fit under another scheme (`run --scheme nope` or "
+                "`fire`): NoPE under the task's windows, without CPI; FIRE with no windows and no CPI, on the same "
+                "scratchpad.")
+
+
+def scheme_dir(work: Path, scheme: str) -> Path:
+    return work if scheme == "abs" else work / scheme
+
+
+def device() -> str:
+    """Where this process's fits run: the CUDA device's name, or CPU."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
+
+
+def scheme_records(work: Path) -> list[dict]:
+    """Every scheme's records (``seed*.json``), each tagged with its scheme."""
+    return [{"scheme": scheme, **json.loads(p.read_text())} for scheme in SCHEMES
+            for p in scheme_dir(work, scheme).glob("seed*.json")]
+
+
+def column(record: dict) -> str:
+    """A table column's name: the seed, after the scheme where it is not ABS."""
+    scheme = record.get("scheme", "abs")
+    return (f"{SCHEMES[scheme][0]}, " if scheme != "abs" else "") + f"seed {record['seed']}"
 
 
 def cli(args: list[str], log: Path) -> float:
@@ -45,9 +80,11 @@ def cli(args: list[str], log: Path) -> float:
 
 
 def commit() -> str:
-    out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=ROOT,
-                         capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
+    """The checkout's short commit (``-dirty`` with uncommitted source), or ``ABC_LIGHTNING_COMMIT``'s
+    outside a git checkout."""
+    from abc_lightning.provenance import short_commit
+
+    return short_commit()
 
 
 def finished_fit(folder: Path) -> Path | None:
@@ -60,30 +97,32 @@ def finished_fit(folder: Path) -> Path | None:
     return max(done, key=lambda p: p.stat().st_mtime) if done else None
 
 
-def run_seed(seed: int) -> None:
-    record_path = WORK / f"seed{seed}.json"
+def run_seed(seed: int, scheme: str = "abs") -> None:
+    work = scheme_dir(WORK, scheme)
+    record_path = work / f"seed{seed}.json"
     if record_path.exists():
-        print(f"seed {seed}: done before, skipped")
+        print(f"{scheme} seed {seed}: done before, skipped")
         return
-    folder = WORK / f"seed{seed}"
+    folder = work / f"seed{seed}"
     seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
+    fit = [*FIT, *SCHEMES[scheme][1]]
     save = [f"--trainer.logger.init_args.save_dir={folder}"]
-    train_s = None if finished_fit(folder) else cli([*FIT, *seeds, *save], WORK / f"seed{seed}.fit.log")  # a finished fit is kept
+    train_s = None if finished_fit(folder) else cli([*fit, *seeds, *save], work / f"seed{seed}.fit.log")  # a finished fit is kept
     ckpt = finished_fit(folder)
     rows, test_s = [], 0.0
     for k, lengths in GRID.items():
         test_dir = folder / f"test_k{k}"
         test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.operands={k}", f"--data.test_lengths={lengths}",
                        f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
-                      WORK / f"seed{seed}.k{k}.log")
+                      work / f"seed{seed}.k{k}.log")
         found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
         rows += [{"operands": k, **row} for row in json.loads(found.read_text())["rows"]]
-    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *FIT, *seeds]), "rows": rows,
+    record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
-              "commit": commit(),
+              "commit": commit(), "device": device(),
               "threads": os.environ.get("OMP_NUM_THREADS", "all")}
     record_path.write_text(json.dumps(record, indent=2))
-    print(f"seed {seed}: recorded in {record_path}")
+    print(f"{scheme} seed {seed}: recorded in {record_path}")
 
 
 SPEED_SHAPES = [(4, 6), (40, 6), (4, 60), (40, 60)]  # (operands, digits)
@@ -117,10 +156,10 @@ def speed(seed: int, samples: int = 100) -> None:
 
 
 def summary() -> None:
-    records = sorted((json.loads(p.read_text()) for p in WORK.glob("seed*.json")), key=lambda r: r["seed"])
+    records = sorted(scheme_records(WORK), key=lambda r: (list(SCHEMES).index(r["scheme"]), r["seed"]))
     if not records:
         raise SystemExit(f"operands: no records in {WORK}; run `python benchmarks/operands.py run` first")
-    seeds = [r["seed"] for r in records]
+    seeds = [r["seed"] for r in records if r["scheme"] == "abs"]
     by_seed = [{(row["operands"], row["length"]): row for row in r["rows"]} for r in records]
     keys = sorted({key for rows in by_seed for key in rows})
     fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
@@ -135,23 +174,24 @@ def summary() -> None:
         f"digits). Commits: {', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds {' '.join(map(str, seeds))}`, then "
-        f"`python benchmarks/operands.py summary`.",
+        f"`python benchmarks/operands.py summary`." + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""),
         "",
-        "| operands | digits | " + " | ".join(f"seed {s}" for s in seeds) + " | " +
-        " | ".join(f"worst, seed {s}" for s in seeds) + " |",
-        "|---|---|" + "---|" * (2 * len(seeds)),
+        "| operands | digits | " + " | ".join(column(r) for r in records) + " | " +
+        " | ".join(f"worst, {column(r)}" for r in records) + " |",
+        "|---|---|" + "---|" * (2 * len(records)),
     ]
     for k, n in keys:
         acc = [fmt(rows.get((k, n), {}).get("accuracy")) for rows in by_seed]
         worst = [fmt(rows.get((k, n), {}).get("worst")) for rows in by_seed]
         lines.append(f"| {k} | {n} | " + " | ".join(acc + worst) + " |")
-    failing = [f"- seed {r['seed']}, {row['operands']} operands, {row['length']} digits: "
+    failing = [f"- {column(r)}, {row['operands']} operands, {row['length']} digits: "
                + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
                for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
     if failing:
         lines += ["", "Worst-case families below 100%:", "", *failing]
-    times = ", ".join(f"seed {r['seed']} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
+    times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
                       + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
+                      + (f" on {r['device']}" if r.get("device", "CPU") != "CPU" else "")
                       + (f" ({r['note']})" if r.get("note") else "") for r in records)
     lines += ["", f"Run time: {times}."]
     speed_path = WORK / "speed.json"
@@ -176,6 +216,8 @@ def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tes
     sub = parser.add_subparsers(dest="what", required=True)
     run = sub.add_parser("run", help="fit and test each seed (finished seeds are skipped)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    run.add_argument("--scheme", choices=list(SCHEMES), default="abs",
+                     help="ABS (the task's windows and period), NoPE under the same windows, or FIRE without windows")
     if tests:
         run.add_argument("--tests", nargs="+", choices=tests, default=tests,
                          help="which tests to run after the fit (default: all)")
@@ -186,12 +228,12 @@ def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tes
     if args.what == "speed":
         speed(args.seed)
     elif args.what == "run":
-        work.mkdir(parents=True, exist_ok=True)
+        scheme_dir(work, args.scheme).mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
             if tests:
-                run_seed(seed, args.tests)
+                run_seed(seed, args.tests, scheme=args.scheme)
             else:
-                run_seed(seed)
+                run_seed(seed, scheme=args.scheme)
     else:
         summary()
 
