@@ -112,9 +112,13 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
     rows, test_s = [], 0.0
     for k, lengths in GRID.items():
         test_dir = folder / f"test_k{k}"
-        test_s += cli(["test", "--ckpt_path", str(ckpt), f"--data.operands={k}", f"--data.test_lengths={lengths}",
-                       f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
-                      work / f"seed{seed}.k{k}.log")
+        if not list(test_dir.glob("**/test_accuracy.json")):  # a finished test is kept, so runs over calls add up
+            took = cli(["test", "--ckpt_path", str(ckpt), f"--data.operands={k}", f"--data.test_lengths={lengths}",
+                        f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
+                       work / f"seed{seed}.k{k}.log")
+            (test_dir / "seconds").write_text(str(round(took, 1)))
+        kept = test_dir / "seconds"
+        test_s += float(kept.read_text()) if kept.exists() else 0.0
         found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
         rows += [{"operands": k, **row} for row in json.loads(found.read_text())["rows"]]
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
