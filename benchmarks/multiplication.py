@@ -23,7 +23,8 @@ import os
 import time
 from pathlib import Path
 
-from operands import SCHEMES, SCHEMES_NOTE, cli, column, command_line, commit, device, finished_fit, scheme_dir, scheme_records
+from operands import (SCHEMES, SCHEMES_NOTE, cli, column, command_line, commit, device, devices, finished_fit, on_gpu,
+                      scheme_dir, scheme_records)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -53,22 +54,6 @@ def seconds(path: Path) -> float | None:
     """A time kept beside a run (``seed<S>.train_seconds``, ``test_<name>/seconds``), so a
     record written in a later call still has it; None where it was not kept."""
     return float(path.read_text()) if path.exists() else None
-
-
-def devices(work: Path, seed: int) -> dict[str, str]:
-    """Where a seed's fit and tests ran, where not on the CPU (``seed<S>.device`` and
-    ``test_<name>/device``, kept like the times): ``{"fit": …, "60x60": …}``."""
-    kept = {"fit": work / f"seed{seed}.device",
-            **{name: work / f"seed{seed}" / f"test_{name}" / "device" for name, *_ in TESTS}}
-    return {stage: path.read_text().strip() for stage, path in kept.items() if path.exists()}
-
-
-def on_gpu(record: dict) -> str:
-    """' (fit and 60x60 on <GPU>)' for a record with stages off the CPU, else ''."""
-    where: dict[str, list[str]] = {}
-    for stage, name in record.get("devices", {}).items():
-        where.setdefault(name, []).append("fit" if stage == "fit" else f"test {stage}")
-    return "".join(f" ({', '.join(stages)} on an {name})" for name, stages in where.items())
 
 
 def remark(work: Path, seed: int) -> str:
@@ -118,7 +103,7 @@ def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> N
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": train_s, "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
-              **({"devices": devices(work, seed)} if devices(work, seed) else {}),
+              **({"devices": devices(work, seed, [name for name, *_ in TESTS])} if devices(work, seed, [name for name, *_ in TESTS]) else {}),
               **({"note": remark(work, seed)} if remark(work, seed) else {})}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"{scheme} seed {seed}: recorded in {record_path}")
@@ -140,7 +125,7 @@ def partial_record(folder: Path, scheme: str) -> dict | None:
     tests = [seconds(p) for p in folder.glob("test_*/seconds")]
     return {"scheme": scheme, "seed": seed, "rows": rows, "train_seconds": seconds(work / f"seed{seed}.train_seconds"),
             "test_seconds": round(sum(tests), 1) if tests else None,
-            **({"devices": devices(work, seed)} if devices(work, seed) else {}),
+            **({"devices": devices(work, seed, [name for name, *_ in TESTS])} if devices(work, seed, [name for name, *_ in TESTS]) else {}),
             "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
             "note": "; ".join(filter(None, [remark(work, seed), f"partial: not yet tested at {', '.join(missing)} "
                                                           "(`run` finishes it)"]))}

@@ -56,6 +56,22 @@ def device() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
 
 
+def devices(work: Path, seed: int, tests: list[str]) -> dict[str, str]:
+    """Where a seed's fit and tests ran, where not on the CPU (``seed<S>.device`` and
+    ``test_<name>/device``, kept like the times): ``{"fit": …, "60x60": …}``."""
+    kept = {"fit": work / f"seed{seed}.device",
+            **{name: work / f"seed{seed}" / f"test_{name}" / "device" for name in tests}}
+    return {stage: path.read_text().strip() for stage, path in kept.items() if path.exists()}
+
+
+def on_gpu(record: dict) -> str:
+    """' (fit, test 60x60 on an <GPU>)' for a record with stages off the CPU, else ''."""
+    where: dict[str, list[str]] = {}
+    for stage, name in record.get("devices", {}).items():
+        where.setdefault(name, []).append("fit" if stage == "fit" else f"test {stage}")
+    return "".join(f" ({', '.join(stages)} on an {name})" for name, stages in where.items())
+
+
 def scheme_records(work: Path) -> list[dict]:
     """Every scheme's records (``seed*.json``), each tagged with its scheme."""
     return [{"scheme": scheme, **json.loads(p.read_text())} for scheme in SCHEMES
@@ -107,9 +123,14 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
     seeds = [f"--seed_everything={seed}", f"--data.seed={seed}"]
     fit = [*FIT, *SCHEMES[scheme][1]]
     save = [f"--trainer.logger.init_args.save_dir={folder}"]
-    train_s = None if finished_fit(folder) else cli([*fit, *seeds, *save], work / f"seed{seed}.fit.log")  # a finished fit is kept
+    timed = work / f"seed{seed}.train_seconds"  # kept beside the fit, for a record written in a later call
+    if not finished_fit(folder):  # a finished fit is kept
+        timed.write_text(str(round(cli([*fit, *seeds, *save], work / f"seed{seed}.fit.log"), 1)))
+        if device() != "CPU":
+            (work / f"seed{seed}.device").write_text(device())
+    train_s = float(timed.read_text()) if timed.exists() else None
     ckpt = finished_fit(folder)
-    rows, test_s = [], 0.0
+    rows, test_s, tests = [], 0.0, [f"k{k}" for k in GRID]
     for k, lengths in GRID.items():
         test_dir = folder / f"test_k{k}"
         if not list(test_dir.glob("**/test_accuracy.json")):  # a finished test is kept, so runs over calls add up
@@ -117,14 +138,16 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
                         f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
                        work / f"seed{seed}.k{k}.log")
             (test_dir / "seconds").write_text(str(round(took, 1)))
+            if device() != "CPU":
+                (test_dir / "device").write_text(device())
         kept = test_dir / "seconds"
         test_s += float(kept.read_text()) if kept.exists() else 0.0
         found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
         rows += [{"operands": k, **row} for row in json.loads(found.read_text())["rows"]]
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
-              "commit": commit(), "device": device(),
-              "threads": os.environ.get("OMP_NUM_THREADS", "all")}
+              "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
+              **({"devices": devices(work, seed, tests)} if devices(work, seed, tests) else {})}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"{scheme} seed {seed}: recorded in {record_path}")
 
@@ -195,7 +218,7 @@ def summary() -> None:
         lines += ["", "Worst-case families below 100%:", "", *failing]
     times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
                       + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
-                      + (f" on {r['device']}" if r.get("device", "CPU") != "CPU" else "")
+                      + on_gpu(r)
                       + (f" ({r['note']})" if r.get("note") else "") for r in records)
     lines += ["", f"Run time: {times}."]
     speed_path = WORK / "speed.json"
