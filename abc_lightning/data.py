@@ -491,6 +491,7 @@ def data_module_names() -> list[str]:
 
 
 # One data module per registered task: abc_lightning.data.Addition, abc_lightning.data.Nx1, …
+# (each task's class docstring names its flag, so `grep -rn -- --data=Nx1 abc_lightning` finds the task)
 DATA_MODULES: dict[str, type[ArithmeticDataModule]] = {name: data_module(cls) for name, cls in TASKS.items()}
 globals().update({cls.__name__: cls for cls in DATA_MODULES.values()})
 

@@ -132,3 +132,14 @@ def test_ddp_shards_cover_every_sample_once_and_train_shards_are_equal():
     single = EpochShuffle(11, seed=0)
     single.set_epoch(4)
     assert sorted(a + b) == sorted(list(single)[:10])  # the same permutation, split
+
+
+def test_every_task_names_its_data_flag():
+    # the data modules are made from the registry (abc_lightning.data), so the task's own
+    # docstring is where `grep -- --data=Nx1` has to land
+    from abc_lightning import data
+    from abc_lightning.tasks import TASKS, class_name
+
+    for name, cls in TASKS.items():
+        assert f"``--data={class_name(name)}``" in cls.__doc__, name
+        assert getattr(data, class_name(name)).task_class is cls

@@ -10,7 +10,7 @@ from abc_lightning.tasks.base import TableEntry, Task, add_columns, cycle, sprea
 
 
 class Addition(Task):
-    """Binary addition.
+    """Binary addition (``--data=Addition``).
 
     Example (training width 8), ``123 + 958``::
 

@@ -14,7 +14,7 @@ from abc_lightning.tasks.base import TableEntry, Task, cycle, spread
 
 class RowAddition(Task):
     """Addition of any number of operands, as a scratchpad of running sums, each digit
-    written beside its carry.
+    written beside its carry (``--data=AdditionK``).
 
     Row r (r = 0 … k − 1) is S_r = x_1 + … + x_{r+1}, least significant column first, in
     R = W + 2 columns (W, the operands' frame), so every sum of up to 100 operands fits and

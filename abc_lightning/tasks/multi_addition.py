@@ -93,7 +93,7 @@ def _big_carry(length: int, k: int) -> list[str]:
 
 
 class ThreeOperandAddition(MultiOperandAddition):
-    """Addition of three operands, e.g. ``12+34+56``."""
+    """Addition of three operands, e.g. ``12+34+56`` (``--data=Addition3``)."""
 
     name = "addition3"
     arity = 3

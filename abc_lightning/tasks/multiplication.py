@@ -15,7 +15,7 @@ from abc_lightning.tasks.base import SPARE_CELLS, TableEntry, Task, pad_left, sa
 class Multiplication(Task):
     """Multiplication of two numbers of any lengths, as a scratchpad of running sums: one
     row per digit of the multiplier, each column written as its multiplier digit, its digit
-    and its carry.
+    and its carry (``--data=Multiplication``).
 
     Row j (j = 0 … W_b − 1, the multiplier's digits from the least significant) is
     S_j = a × (b mod 10^(j+1)) = S_{j−1} + a · b_j · 10^j, least significant column first, in

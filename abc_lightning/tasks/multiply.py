@@ -21,7 +21,7 @@ def nines_over(length: int, m: int) -> str:
 
 
 class MultiplyBySingleDigit(Task):
-    """N×1 multiplication; the second operand is one digit in 0..9.
+    """N×1 multiplication; the second operand is one digit in 0..9 (``--data=Nx1``).
 
     Example (training width 8), ``1234 × 7``::
 

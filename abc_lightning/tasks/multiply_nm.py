@@ -116,7 +116,7 @@ class MultiplyFixedWidth(Task):
 
 
 class MultiplyByTwoDigits(MultiplyFixedWidth):
-    """N×2 multiplication (the second operand has exactly two digits, e.g. ``1234*56``)."""
+    """N×2 multiplication (the second operand has exactly two digits, e.g. ``1234*56``) (``--data=Nx2``)."""
 
     name = "nx2"
     arity = 2
@@ -128,7 +128,7 @@ class MultiplyByTwoDigits(MultiplyFixedWidth):
 
 
 class MultiplyByThreeDigits(MultiplyFixedWidth):
-    """N×3 multiplication (the second operand has exactly three digits, e.g. ``1234*567``)."""
+    """N×3 multiplication (the second operand has exactly three digits, e.g. ``1234*567``) (``--data=Nx3``)."""
 
     name = "nx3"
     arity = 2

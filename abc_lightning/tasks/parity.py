@@ -22,7 +22,7 @@ def decimal_to_bits(digits: np.ndarray, width: int) -> np.ndarray:
 
 
 class Parity(Task):
-    """Parity with the prefix-XOR scratchpad (sequence-to-sequence).
+    """Parity with the prefix-XOR scratchpad (sequence-to-sequence) (``--data=Parity``).
 
     The operand is written in binary, most significant bit first. With x_1 the least
     significant bit, the target is y_i = x_1 ⊕ … ⊕ x_i in generation order, so the last
@@ -73,7 +73,7 @@ class Parity(Task):
 
 
 class ParityClassification(Parity):
-    """Parity as classification: the target is the single parity bit.
+    """Parity as classification: the target is the single parity bit (``--data=ParityClassification``).
 
     Example (width 5 for brevity), ``n = 11``: source ``$ 0 1 0 1 1 &``, target ``1``.
     """

@@ -16,7 +16,7 @@ PLUS, MINUS = vocab.TOKEN["+"], vocab.TOKEN["-"]
 
 
 class SignedSubtraction(Task):
-    """a − b for any a and b: both differences column by column, then the sign.
+    """a − b for any a and b: both differences column by column, then the sign (``--data=SignedSubtraction``).
 
     The sign depends on the most significant column where a and b differ, and the
     magnitude's digits (written least significant first) depend on the sign, so no single

@@ -37,7 +37,7 @@ def larger_first(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Subtraction(Task):
-    """Subtraction with a non-negative answer: the first operand is the larger.
+    """Subtraction with a non-negative answer: the first operand is the larger (``--data=Subtraction``).
 
     Each output digit is its column's difference less the borrow from the column below, so
     like addition it needs one column of each operand and the step before it: in the aligned

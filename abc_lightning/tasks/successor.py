@@ -10,7 +10,7 @@ from abc_lightning.tasks.base import TableEntry, Task, add_columns, cycle, sprea
 
 
 class Successor(Task):
-    """Unary successor.
+    """Unary successor (``--data=Successor``).
 
     Example (training width 8), ``n = 1299``::
 
