@@ -60,6 +60,14 @@ CANDIDATES = {
                                   "--bias.retraining.dropout=keep"]),
     "abc_fresh06_lr2e3": ("ABC, as abc_fresh06_lr2e3_nodrop, with the preset's retraining dropout 0.1",
                           ["--bias.retraining.budget=0.6", "--bias.retraining.lr=0.002"]),
+    "abc_fresh09_lr2e3_nodrop": ("ABC, retraining from fresh weights without dropout at a 2e-3 rate on a cosine to 0, "
+                                 "for 0.9 times the interpolation's steps",
+                                 ["--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
+                                  "--bias.retraining.dropout=keep"]),
+    "abc_fresh09_lr2e3_nodrop_rich": ("ABC, as abc_fresh09_lr2e3_nodrop, with a tenth of the training rows drawn "
+                                      "carry-rich (1-7 digits, mostly 9s; both phases)",
+                                      ["--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
+                                       "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
