@@ -23,8 +23,8 @@ import os
 import time
 from pathlib import Path
 
-from operands import (SCHEMES, SCHEMES_NOTE, cli, column, command_line, commit, device, devices, finished_fit, on_gpu,
-                      scheme_dir, scheme_records)
+from operands import (SCHEMES, cli, command_line, commit, device, devices, finished_fit, scheme_dir, scheme_records,
+                      write_summary)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -167,12 +167,7 @@ def summary() -> None:
     if not records:
         raise SystemExit(f"multiplication: no records in {WORK}; run `python benchmarks/multiplication.py run` first")
     seeds = [r["seed"] for r in records if r["scheme"] == "abs"]
-    by_seed = [{(row["length"], row["second"]): row for row in r["rows"]} for r in records]
-    keys = sorted({key for rows in by_seed for key in rows}, key=lambda k: (k[0] != k[1], k[0] * k[1], k))
-    fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
-    lines = [
-        "## N×M multiplication under ABS: trained on operands of up to 7 digits, tested at up to 60×60",
-        "",
+    intro = (
         "`configs/abs_multiplication.yaml` (`configs/abs.yaml --data=Multiplication`: rows of running sums, one per multiplier digit, each "
         "column written as its multiplier digit, its digit and its carry; windows from the task's dependencies; "
         "CPI period 6; 2,000 steps in batches of 32), one fit per seed, both operands drawn from the pool [0, 2^20] (up to 7 "
@@ -182,37 +177,20 @@ def summary() -> None:
         f"{', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/multiplication.py run --seeds {' '.join(map(str, seeds))}`, then "
-        "`python benchmarks/multiplication.py summary`." + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""),
-        "",
-        "| N × M | " + " | ".join(column(r) for r in records) + " | " +
-        " | ".join(f"worst, {column(r)}" for r in records) + " |",
-        "|---|" + "---|" * (2 * len(records)),
-    ]
-    for n, m in keys:
-        acc = [fmt(rows.get((n, m), {}).get("accuracy")) for rows in by_seed]
-        worst = [fmt(rows.get((n, m), {}).get("worst")) for rows in by_seed]
-        lines.append(f"| {n} × {m} | " + " | ".join(acc + worst) + " |")
-    failing = [f"- {column(r)}, {row['length']} × {row['second']}: "
-               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
-               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
-    if failing:
-        lines += ["", "Worst-case families below 100%:", "", *failing]
-    times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
-                      + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
-                      + on_gpu(r)
-                      + (f" ({r['note']})" if r.get("note") else "") for r in records)
-    lines += ["", f"Run time: {times}."]
-    speed_path = WORK / "speed.json"
+        "`python benchmarks/multiplication.py summary`.")
+    speed, speed_path = "", WORK / "speed.json"
     if speed_path.exists():
         sp = json.loads(speed_path.read_text())
-        lines += ["", f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
-                      f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
-                      f"commit {sp['commit']}; `python benchmarks/multiplication.py speed`): "
-                  + "; ".join(f"{r['length']}×{r['length']} ({r['answer_tokens']} tokens) {r['ms_per_token']} ms"
-                              for r in sp["rows"]) + "."]
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    OUT.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
-    print("\n".join(lines))
+        speed = (f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
+                 f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
+                 f"commit {sp['commit']}; `python benchmarks/multiplication.py speed`): "
+                 + "; ".join(f"{r['length']}×{r['length']} ({r['answer_tokens']} tokens) {r['ms_per_token']} ms"
+                             for r in sp["rows"]) + ".")
+    write_summary(OUT, records,
+                  "## N×M multiplication under ABS: trained on operands of up to 7 digits, tested at up to 60×60",
+                  intro, ["N × M"], lambda row: (row["length"], row["second"]),
+                  lambda k: (k[0] != k[1], k[0] * k[1], k), lambda key: [f"{key[0]} × {key[1]}"],
+                  lambda row: f"{row['length']} × {row['second']}", speed)
 
 
 def main() -> None:

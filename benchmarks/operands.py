@@ -182,17 +182,47 @@ def speed(seed: int, samples: int = 100) -> None:
                                                   "threads": os.environ.get("OMP_NUM_THREADS", "all")}, indent=2))
 
 
+def fmt(x) -> str:
+    return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def write_summary(out: Path, records: list[dict], title: str, intro: str, head: list[str], key_of, order,
+                  cells, where, speed: str) -> None:
+    """One benchmark table and its JSON (``out.md``, ``out.json``): a row per test shape
+    (``key_of(row)``, sorted by ``order``; ``cells(key)`` its first columns, named ``head``),
+    a column per record (scheme and seed) on random inputs, then one per record on the worst
+    cases; the worst-case families below 100% (``where(row)`` names the shape), each
+    record's times and devices, and ``speed`` (a paragraph, or '')."""
+    by_record = [{key_of(row): row for row in r["rows"]} for r in records]
+    keys = sorted({key for rows in by_record for key in rows}, key=order)
+    lines = [title, "", intro + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""), "",
+             "| " + " | ".join(head) + " | " + " | ".join(column(r) for r in records) + " | "
+             + " | ".join(f"worst, {column(r)}" for r in records) + " |",
+             "|" + "---|" * (len(head) + 2 * len(records))]
+    for key in keys:
+        acc = [fmt(rows.get(key, {}).get("accuracy")) for rows in by_record]
+        worst = [fmt(rows.get(key, {}).get("worst")) for rows in by_record]
+        lines.append("| " + " | ".join([*cells(key), *acc, *worst]) + " |")
+    failing = [f"- {column(r)}, {where(row)}: "
+               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
+               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
+    if failing:
+        lines += ["", "Worst-case families below 100%:", "", *failing]
+    times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
+                      + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
+                      + on_gpu(r) + (f" ({r['note']})" if r.get("note") else "") for r in records)
+    lines += ["", f"Run time: {times}."] + (["", speed] if speed else [])
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
+    print("\n".join(lines))
+
+
 def summary() -> None:
     records = sorted(scheme_records(WORK), key=lambda r: (list(SCHEMES).index(r["scheme"]), r["seed"]))
     if not records:
         raise SystemExit(f"operands: no records in {WORK}; run `python benchmarks/operands.py run` first")
     seeds = [r["seed"] for r in records if r["scheme"] == "abs"]
-    by_seed = [{(row["operands"], row["length"]): row for row in r["rows"]} for r in records]
-    keys = sorted({key for rows in by_seed for key in rows})
-    fmt = lambda x: "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")  # noqa: E731
-    lines = [
-        "## k-operand addition under ABS: trained on 2-4 operands, tested at up to 40 operands and 60 digits",
-        "",
+    intro = (
         f"`configs/abs.yaml --data=AdditionK` (rows of running sums, each digit beside its carry; windows from "
         f"the task's dependencies; CPI period 6), 1,000 steps, one fit per seed. Trained on 2, 3 and 4 operands "
         f"from the pool [0, 2^20] (up to 7 digits). Each cell: accuracy (%) of exact match on {SAMPLES} random "
@@ -201,37 +231,20 @@ def summary() -> None:
         f"digits). Commits: {', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds {' '.join(map(str, seeds))}`, then "
-        f"`python benchmarks/operands.py summary`." + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""),
-        "",
-        "| operands | digits | " + " | ".join(column(r) for r in records) + " | " +
-        " | ".join(f"worst, {column(r)}" for r in records) + " |",
-        "|---|---|" + "---|" * (2 * len(records)),
-    ]
-    for k, n in keys:
-        acc = [fmt(rows.get((k, n), {}).get("accuracy")) for rows in by_seed]
-        worst = [fmt(rows.get((k, n), {}).get("worst")) for rows in by_seed]
-        lines.append(f"| {k} | {n} | " + " | ".join(acc + worst) + " |")
-    failing = [f"- {column(r)}, {row['operands']} operands, {row['length']} digits: "
-               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
-               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
-    if failing:
-        lines += ["", "Worst-case families below 100%:", "", *failing]
-    times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
-                      + (f"{r['test_seconds']:.0f} s tests" if r["test_seconds"] else "tests untimed")
-                      + on_gpu(r)
-                      + (f" ({r['note']})" if r.get("note") else "") for r in records)
-    lines += ["", f"Run time: {times}."]
-    speed_path = WORK / "speed.json"
+        f"`python benchmarks/operands.py summary`.")
+    speed, speed_path = "", WORK / "speed.json"
     if speed_path.exists():
         sp = json.loads(speed_path.read_text())
-        lines += ["", f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
-                      f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
-                      f"commit {sp['commit']}; `python benchmarks/operands.py speed`): "
-                  + "; ".join(f"{r['operands']} operands of {r['length']} digits ({r['answer_tokens']} tokens) "
-                              f"{r['ms_per_token']} ms" for r in sp["rows"]) + "."]
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    OUT.with_suffix(".json").write_text(json.dumps({"records": records}, indent=2))
-    print("\n".join(lines))
+        speed = (f"**Decoding time per answer token** (seed {sp['seed']}'s model, a batch of "
+                 f"{sp['rows'][0]['samples']} inputs, cached decoding, {sp['threads']} torch thread(s), "
+                 f"commit {sp['commit']}; `python benchmarks/operands.py speed`): "
+                 + "; ".join(f"{r['operands']} operands of {r['length']} digits ({r['answer_tokens']} tokens) "
+                             f"{r['ms_per_token']} ms" for r in sp["rows"]) + ".")
+    write_summary(OUT, records,
+                  "## k-operand addition under ABS: trained on 2-4 operands, tested at up to 40 operands and 60 digits",
+                  intro, ["operands", "digits"], lambda row: (row["operands"], row["length"]), lambda key: key,
+                  lambda key: [str(key[0]), str(key[1])],
+                  lambda row: f"{row['operands']} operands, {row['length']} digits", speed)
 
 
 def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tests: list[str] | None = None) -> None:
