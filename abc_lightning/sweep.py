@@ -40,7 +40,7 @@ from queue import Queue
 
 import yaml
 
-from abc_lightning import files
+from abc_lightning import files, markdown
 from abc_lightning.errors import ConfigError, OneLineParser
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
@@ -200,8 +200,7 @@ def write_summary(root: Path, spec: dict, combos: list[dict]) -> Path | None:
         writer.writerows(rows)
     cell = lambda v: "" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
     lines = [f"## sweep {root.name}: {len(rows)} combinations", "",
-             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+             *markdown.table(columns, [[cell(r.get(c)) for c in columns] for r in rows])]
     metric = (spec.get("metric") or {}).get("name")
     metric = metric if metric in acc else (max(acc, key=lambda c: (c.startswith("val"), int(c.split("@")[1])))
                                            if acc else None)

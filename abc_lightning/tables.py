@@ -10,7 +10,7 @@ import platform
 import statistics
 from pathlib import Path
 
-from abc_lightning import files
+from abc_lightning import files, markdown
 from abc_lightning.cells import (CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LENGTHS, LONG_LENGTHS, LONG_SAMPLES,
                                  SHAPE_SAMPLES, WORST_LENGTHS, Cell)
 
@@ -28,9 +28,7 @@ def shape_table(cells: list[Cell], by_key: dict) -> str:
     keys = list(found)
     if not keys:
         return ""
-    lines = [f"\n### Other shapes ({SHAPE_SAMPLES} random inputs each, and the worst-case set)\n",
-             "| task | config | seeds | " + " | ".join(keys) + " | " + " | ".join(f"worst {k}" for k in keys) + " |",
-             "|---|---|---|" + "---|" * (2 * len(keys))]
+    body = []
     for cell in cells:
         recs = [r for r in by_key.get(cell.key, []) if r.get("shape_rows")]
         if not recs:
@@ -38,7 +36,9 @@ def shape_table(cells: list[Cell], by_key: dict) -> str:
         rows = [{key({"task": cell.task, **r}): r for r in rec["shape_rows"]} for rec in recs]
         acc = [spread_of([row.get(k, {}).get("accuracy") for row in rows]) for k in keys]
         worst = [spread_of([row.get(k, {}).get("worst") for row in rows]) for k in keys]
-        lines.append(f"| {cell.task} | {cell.label} | {len(recs)} | " + " | ".join(acc + worst) + " |")
+        body.append([cell.task, cell.label, len(recs), *acc, *worst])
+    lines = [f"\n### Other shapes ({SHAPE_SAMPLES} random inputs each, and the worst-case set)\n",
+             *markdown.table(["task", "config", "seeds", *keys, *(f"worst {k}" for k in keys)], body)]
     return "\n".join(lines) + "\n"
 
 
@@ -172,22 +172,20 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"cell was not tested there. "
             f"*1-5*: the lowest accuracy on 1-5-digit inputs (as many samples as the rule above gives; "
             f"from the curve's {CURVE_SAMPLES} where the test did not run them). "
-            f"Families that fail are listed under the table.\n\n"
-            f"| task | config | seeds | ≥ 99 at 60 | 1-5 | {' | '.join(map(str, LENGTHS))} | "
-            f"{' | '.join(f'worst {n}' for n in WORST_LENGTHS)} | paper 60 | train time | command |\n"
-            f"|---|---|---|---|---|{'---|' * (len(LENGTHS) + len(WORST_LENGTHS))}---|---|---|\n")
+            f"Families that fail are listed under the table.\n\n")
+    columns = ["task", "config", "seeds", "≥ 99 at 60", "1-5", *map(str, LENGTHS),
+               *(f"worst {n}" for n in WORST_LENGTHS), "paper 60", "train time", "command"]
     lines, failures = [], []
     for cell in cells:
         recs = sorted(by_key.get(cell.key, []), key=lambda r: r.get("seed", 0))
         if not recs:
-            blank = " |" * (len(LENGTHS) + len(WORST_LENGTHS))
-            lines.append(f"| {cell.task} | {cell.label} | not run | | |{blank} {cell.note or fmt(cell.paper60)} |  "
-                         f"| `{cell.command}` |")
+            lines.append([cell.task, cell.label, "not run", "", "", *[""] * (len(LENGTHS) + len(WORST_LENGTHS)),
+                          cell.note or fmt(cell.paper60), "", f"`{cell.command}`"])
             continue
         acc = [{r["length"]: r["accuracy"] for r in rec["rows"]} for rec in recs]
         worst = [{r["length"]: r.get("worst") for r in rec["rows"]} for rec in recs]
-        cols = " | ".join([*(spread_of([a.get(n) for a in acc]) for n in LENGTHS),
-                           *(spread_of([w.get(n) for w in worst]) for n in WORST_LENGTHS)])
+        cols = [*(spread_of([a.get(n) for a in acc]) for n in LENGTHS),
+                *(spread_of([w.get(n) for w in worst]) for n in WORST_LENGTHS)]
         at60 = [a.get(60) for a in acc]
         reached = f"{sum(v >= 99 for v in at60 if v is not None)}/{sum(v is not None for v in at60)}"
         for rec in recs:
@@ -215,9 +213,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         if notes:  # a remark recorded by hand, e.g. a test stopped before it ended
             time_note += "; note: " + "; ".join(notes)
         short = spread_of([short_inputs(r) for r in recs])
-        lines.append(f"| {cell.task} | {label} | {len(recs)} | {reached} | {short} | {cols} | {paper} | {time_note} "
-                     f"| `{first['command']}` |")
-    text = head + "\n".join(lines) + "\n" + shape_table(cells, by_key)
+        lines.append([cell.task, label, len(recs), reached, short, *cols, paper, time_note, f"`{first['command']}`"])
+    text = head + "\n".join(markdown.table(columns, lines)) + "\n" + shape_table(cells, by_key)
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     files.write_text(out / f"{table}.md", text)

@@ -195,14 +195,12 @@ def write_summary(out: Path, records: list[dict], title: str, intro: str, head: 
     record's times and devices, and ``speed`` (a paragraph, or '')."""
     by_record = [{key_of(row): row for row in r["rows"]} for r in records]
     keys = sorted({key for rows in by_record for key in rows}, key=order)
+    from abc_lightning import markdown
+
+    body = [[*cells(key), *(fmt(rows.get(key, {}).get("accuracy")) for rows in by_record),
+             *(fmt(rows.get(key, {}).get("worst")) for rows in by_record)] for key in keys]
     lines = [title, "", intro + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""), "",
-             "| " + " | ".join(head) + " | " + " | ".join(column(r) for r in records) + " | "
-             + " | ".join(f"worst, {column(r)}" for r in records) + " |",
-             "|" + "---|" * (len(head) + 2 * len(records))]
-    for key in keys:
-        acc = [fmt(rows.get(key, {}).get("accuracy")) for rows in by_record]
-        worst = [fmt(rows.get(key, {}).get("worst")) for rows in by_record]
-        lines.append("| " + " | ".join([*cells(key), *acc, *worst]) + " |")
+             *markdown.table([*head, *(column(r) for r in records), *(f"worst, {column(r)}" for r in records)], body)]
     failing = [f"- {column(r)}, {where(row)}: "
                + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
                for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]

@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import ProgressBar, Timer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
-from abc_lightning import files
+from abc_lightning import files, markdown
 from abc_lightning.evaluation import rows_from_metrics
 from abc_lightning.provenance import cpu, git_commit
 from abc_lightning.run_folders import run_dir
@@ -88,15 +88,15 @@ def markdown_table(rows: list[dict], title: str, failures: list[dict] = ()) -> s
     """Per-length rows -> a small markdown table, with the worst-case columns where tested
     and, below it, the first wrong answer of each worst-case family that failed."""
     worst = any("worst" in r for r in rows)
-    head = "| length | samples | accuracy % |" + (" worst-case inputs | worst-case % | failing families |" if worst else "")
-    lines = [f"### {title}", "", head, "|---:|---:|---:|" + ("---:|---:|---|" if worst else "")]
+    head = ["length", "samples", "accuracy %"] + (["worst-case inputs", "worst-case %", "failing families"] if worst else [])
+    cells = []
     for r in rows:
-        line = f"| {r['length']} | {r.get('samples', '')} | {r['accuracy']:.2f} |"
+        line = [r["length"], r.get("samples", ""), f"{r['accuracy']:.2f}"]
         if worst:
             failing = ", ".join(f"{name} {acc:g}" for name, acc in r.get("worst_families", {}).items() if acc < 100)
-            line += (f" {r.get('worst_samples', '')} | {r['worst']:.2f} | {failing or '–'} |" if "worst" in r
-                     else " | | |")
-        lines.append(line)
+            line += [r.get("worst_samples", ""), f"{r['worst']:.2f}", failing or "–"] if "worst" in r else ["", "", ""]
+        cells.append(line)
+    lines = [f"### {title}", "", *markdown.table(head, cells, "rrr" + ("rrl" if worst else ""))]
     if failures:
         lines += ["", "First wrong answer per worst-case family:", ""]
         lines += [f"- {f['length']} digits, {f['family']}: `{short(f['input'])}` gave `{short(f['output'])}`, "
