@@ -2,8 +2,8 @@
 
 Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predict``);
 ``python -m abc_lightning reproduce …`` regenerates the results tables (reproduce.py runs the cells of cells.py; tables.py writes them).
-What a mistake prints lives in :mod:`abc_lightning.messages`, run folders in
-:mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
+What a mistake prints lives in :mod:`abc_lightning.messages`, the checks a run passes before
+it starts in :mod:`abc_lightning.preflight`, run folders in :mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
 one line and an exit status (:mod:`abc_lightning.faults`).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import warnings
 from pathlib import Path
 
 import torch
@@ -21,6 +20,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
+from abc_lightning import preflight
 from abc_lightning.data import ArithmeticDataModule
 from abc_lightning.evaluation import write_predictions
 from abc_lightning.errors import CheckpointError, ConfigError
@@ -218,51 +218,6 @@ class ABCLightningCLI(LightningCLI):
         if ckpt is not None:
             check_compatible(ckpt["state_dict"], self.model.state_dict())
 
-    def _preflight(self, stage: str) -> None:
-        """Every check that needs the model, data and callbacks together, run before a run
-        folder or a W&B run exists: a mistake found here leaves nothing behind."""
-        dm, model = self.datamodule, self.model
-        if stage == "predict":
-            dm.setup("predict")  # malformed inputs fail here, before any model work
-        model.model.check_length(dm.max_tokens(stage))
-        if stage == "fit" and model.hparams.get("init_from") and self.config.fit.get("ckpt_path") is None:
-            model.init_weights(model.hparams.init_from)
-        if stage == "fit":
-            model.check_schedule(self.trainer)
-        for callback in self.trainer.callbacks:
-            if hasattr(callback, "check_data"):
-                callback.check_data(dm)
-        period = getattr(model.model.position_index, "period", None)
-        if period in dm.task.failing_periods and stage == "fit":
-            warnings.warn(f"{dm.task.name} with CPI period {period}: {dm.task.failing_periods[period]} (its own period "
-                          f"is {dm.task.cpi_period}: --model.position_index.period=task)", stacklevel=2)
-
-    def _check_budget(self) -> None:
-        """A fit must have steps to train: a zero budget, or a checkpoint that has already
-        trained its whole budget, would exit 0 having done nothing."""
-        trainer, loop = self.trainer, self.trainer.fit_loop
-        for key, value in (("max_epochs", loop.max_epochs), ("max_steps", loop.max_steps),
-                           ("limit_train_batches", trainer.limit_train_batches)):
-            if value == 0:
-                raise ConfigError(f"trainer.{key}=0: this fit would train nothing")
-        max_time = self.config.fit.trainer.get("max_time")
-        if max_time is not None and not isinstance(max_time, dict) and not any(
-                ch.isdigit() and ch != "0" for ch in str(max_time)):
-            raise ConfigError(f"trainer.max_time={max_time}: this fit would train nothing")
-        ckpt = self._user_ckpt("fit")
-        if ckpt is None:
-            return
-        steps = ckpt.get("global_step", 0)
-        epochs = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {}).get(
-            "processed", ckpt.get("epoch", 0))
-        path = self.config.fit.ckpt_path
-        if loop.max_epochs not in (None, -1) and epochs >= loop.max_epochs:
-            raise ConfigError(f"{path} has trained {epochs} epochs ({steps} steps), all of trainer.max_epochs="
-                              f"{loop.max_epochs}: to train on, raise it, e.g. --trainer.max_epochs={epochs + 1}")
-        if loop.max_steps not in (None, -1) and steps >= loop.max_steps:
-            raise ConfigError(f"{path} has trained {steps} steps, all of trainer.max_steps={loop.max_steps}: "
-                              "to train on, raise it")
-
     def _claim_version(self) -> None:
         """This run's own folder, claimed now (:func:`abc_lightning.run_folders.claim_run_folder`)."""
         fit = self.config.get("subcommand") == "fit"
@@ -279,17 +234,14 @@ class ABCLightningCLI(LightningCLI):
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
         ACTIVE["trainer"] = self.trainer
-        if stage != "fit":  # an evaluation of nothing would exit 0 with an empty table
-            key = "val" if stage == "validate" else stage
-            if getattr(self.trainer, f"limit_{key}_batches") == 0:
-                raise ConfigError(f"trainer.limit_{key}_batches=0: this {stage} would evaluate nothing")
-            if stage == "test" and not self.datamodule.test_lengths:
-                raise ConfigError("data.test_lengths is empty: test needs at least one length, e.g. [6, 60]")
+        preflight.check_stage(stage, self.trainer, self.datamodule)
         self._check_ckpt(stage, required=needs_ckpt)
-        self._preflight(stage)
+        resuming = stage == "fit" and self.config.fit.get("ckpt_path") is not None
+        preflight.check_together(stage, self.trainer, self.model, self.datamodule, resuming)
         if stage == "fit":
-            self._check_budget()
-        self._claim_version()
+            preflight.check_budget(self.trainer, self.config.fit.trainer.get("max_time"), self._user_ckpt("fit"),
+                                   self.config.fit.ckpt_path)
+        self._claim_version()  # every check above has passed: only now does the run get a folder
         if wandb:
             self._add_wandb()
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from abc_lightning.cli import ABCLightningCLI, run_cli
+from abc_lightning import preflight
 
 from tests.helpers import one_error_line
 
@@ -81,11 +82,13 @@ def test_a_period_measured_to_fail_warns_and_another_does_not(monkeypatch, tmp_p
             "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"]
     monkeypatch.setattr(Subtraction, "failing_periods", {3: "measured here"})
     with pytest.warns(UserWarning, match="subtraction with CPI period 3: measured here"):
-        ABCLightningCLI(args=args, run=False)._preflight("fit")
+        cli = ABCLightningCLI(args=args, run=False)
+        preflight.check_together("fit", cli.trainer, cli.model, cli.datamodule, resuming=False)
     monkeypatch.setattr(Subtraction, "failing_periods", {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ABCLightningCLI(args=args, run=False)._preflight("fit")
+        cli = ABCLightningCLI(args=args, run=False)
+        preflight.check_together("fit", cli.trainer, cli.model, cli.datamodule, resuming=False)
     assert not [w for w in caught if "CPI period" in str(w.message)]
 
 
