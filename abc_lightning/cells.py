@@ -74,7 +74,7 @@ TABLE1_PLAIN = ("--data.aligned=true", "--trainer.max_epochs=5", "--model.lr=0.0
 TABLE1_ROWS = {  # row -> (label, config, overrides, record name)
     "vanilla": (None, BASELINE, TABLE1_PLAIN, "{task}_vanilla"),
     "w1": ("+ w=1", ABS, NO_CPI, "{task}_w1"),
-    "T3": ("+ T=3", ABS, (), "abs_{task}"),
+    "cpi": ("+ T", ABS, (), "abs_{task}"),  # + T: CPI with the task's own period
     "nope_w1": ("NoPE + w=1", ABS, NOPE, "{task}_nope_w1"),
 }
 #: Baseline schemes: label and the model overrides that choose them.
@@ -112,7 +112,7 @@ def abs_rows(table: str) -> list[Cell]:
     for name, task in _tasks(table).items():
         for row in task.tables.rows:
             label, config, over, key = TABLE1_ROWS[row]
-            if row == "T3":
+            if row == "cpi":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
             cells.append(Cell(name, label or task.tables.vanilla_label, config, task.tables.paper.get(row),
                               (*task_flags(name), *over), key.format(task=name), home=table,
@@ -126,9 +126,9 @@ def encoder_window_rows(table: str) -> list[Cell]:
     evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
     digits: every other cell's encoder attends to the whole input, which is quadratic."""
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                 (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T3_encoder_w1", home=table,
+                 (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T{task.cpi_period}_encoder_w1", home=table,
                  long=True, huge=True)
-            for name, task in _tasks(table).items() if "T3" in task.tables.rows]
+            for name, task in _tasks(table).items() if "cpi" in task.tables.rows]
 
 
 def table1_cells() -> list[Cell]:

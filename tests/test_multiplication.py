@@ -130,13 +130,13 @@ def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
     from abc_lightning import reproduce
 
     cells = {c.key: c for c in reproduce.beyond_cells() if c.task == "multiplication"}
-    assert {"abs_multiplication", "multiplication_w1", "multiplication_nope_w1", "multiplication_T3_encoder_w1",
+    assert {"abs_multiplication", "multiplication_w1", "multiplication_nope_w1", "multiplication_T6_encoder_w1",
             "multiplication_fire"} <= set(cells)
     assert all("--data.batch_size=32" in c.overrides for c in cells.values())
     calls = []
     monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples, more=():
                         calls.append((version, lengths, list(more))) or ([{"length": n} for n in lengths], 0.0))
-    encoder = cells["multiplication_T3_encoder_w1"]
+    encoder = cells["multiplication_T6_encoder_w1"]
     assert reproduce.long_rows(encoder, tmp_path, [], [{"length": 20}]) == [{"length": 60}]
     rows = reproduce.shape_rows(encoder, tmp_path, [])
     assert [(r["length"], r["second"]) for r in rows] == [(60, 6), (6, 60), (20, 60)]

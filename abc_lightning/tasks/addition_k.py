@@ -59,7 +59,7 @@ class RowAddition(Task):
     test_operands = (2, 10, 20, 40)  # reproduce tests each at 6 and 60 digits (shape_tests), beside the default 4
     # no vanilla row: the FIRE baseline is the plain model on the same scratchpad; no ABC: a
     # token's row above sits 2R steps back, and R grows with W, so there is no fixed line to calibrate
-    tables = TableEntry(table="beyond", order=15, rows=("w1", "T3", "nope_w1"), abc=False)
+    tables = TableEntry(table="beyond", order=15, rows=("w1", "cpi", "nope_w1"), abc=False)
 
     def with_operands(self, k: int) -> RowAddition:
         """This task at ``k`` operands."""

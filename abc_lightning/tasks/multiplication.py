@@ -58,7 +58,7 @@ class Multiplication(Task):
     form = "natural"  # its windows are drawn on the natural form
     unequal_lengths = True
     # no ABC: a token's row above sits 3R steps back, and R grows with the operands: no fixed line
-    tables = TableEntry(table="beyond", order=16, rows=("w1", "T3", "nope_w1"), abc=False)
+    tables = TableEntry(table="beyond", order=16, rows=("w1", "cpi", "nope_w1"), abc=False)
     max_length = 200
     max_length_reason = "200×200 digits is an answer of 245,000 tokens"
     long_lengths = (60,)  # 60×60, the moonshot: 23,250 answer tokens

@@ -35,7 +35,7 @@ class MultiplyBySingleDigit(Task):
     operator = "*"
     pattern = re.compile(r"\d+\*\d")
     cross_width = 0  # aligned input: each multiplicand digit sits beside the multiplier
-    tables = TableEntry(order=4, paper={"vanilla": 0.0, "w1": 0.0, "T3": 100.0, "nope_w1": 98.31},
+    tables = TableEntry(order=4, paper={"vanilla": 0.0, "w1": 0.0, "cpi": 100.0, "nope_w1": 98.31},
                         paper_abc={"vanilla": 0.0, "rope": 0.0, "ABC": 100.0})
 
     def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:

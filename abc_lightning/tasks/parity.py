@@ -39,7 +39,7 @@ class Parity(Task):
     arity = 1
     base = 2
     pattern = re.compile(r"[01]+")
-    tables = TableEntry(order=2, paper={"vanilla": 0.0, "w1": 100.0, "T3": 100.0, "nope_w1": 100.0},
+    tables = TableEntry(order=2, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
                         vanilla_label="Vanilla + scratchpad")
 
     def symbols(self, length: int) -> int:

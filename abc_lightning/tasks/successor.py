@@ -21,7 +21,7 @@ class Successor(Task):
     name = "successor"
     arity = 1
     pattern = re.compile(r"\d+")
-    tables = TableEntry(order=0, paper={"vanilla": 0.0, "w1": 100.0, "T3": 100.0, "nope_w1": 100.0},
+    tables = TableEntry(order=0, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
                         paper_abc={"vanilla": 0.0, "rope": 0.0, "alibi": 0.0, "ABC": 100.0})
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
