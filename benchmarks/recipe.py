@@ -68,6 +68,11 @@ CANDIDATES = {
                                       "carry-rich (1-7 digits, mostly 9s; both phases)",
                                       ["--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
                                        "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]),
+    "abc_interp5_fresh09_rich": ("ABC, as abc_fresh09_lr2e3_nodrop_rich, calibrating once the interpolation has "
+                                 "held 99% for 5 validations (not 2)",
+                                 ["--bias.phases.patience=5", "--bias.retraining.budget=0.9",
+                                  "--bias.retraining.lr=0.002", "--bias.retraining.dropout=keep",
+                                  "--data.carry_rich=0.1"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
