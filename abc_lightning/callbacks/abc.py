@@ -1,16 +1,13 @@
 """Attention Bias Calibration as a phase machine: interpolate → calibrate → retrain → done.
 
-One ``fit`` runs the phases. **interpolate**: a plain model trains until its
-in-distribution validation accuracy holds ``phases.threshold`` for ``phases.patience``
-checks. **calibrate**: :func:`abc_lightning.biases.abc.calibrate_model` turns the attention
-on S_gen into lines. **retrain**: the bias is installed and training goes on until the
-threshold holds ``phases.retrain_patience`` checks (or for its step budget); fit stops.
-
-The options come from a named preset (:mod:`abc_lightning.biases.recipe`) with only what
-differs given. The lines, the phase and its timings are in the callback's checkpoint state,
-so ``fit --ckpt_path`` resumes in any phase, and ``test``/``predict`` install the lines of the
-checkpoint they evaluate. They are also written next to the run: ``abc/lines.pt`` (plain
-tensors) and ``abc/phases.json``; ``AttentionHeatmaps`` draws the calibrated biases.
+One ``fit`` runs the phases. **interpolate**: a plain model trains until its validation
+accuracy holds ``phases.threshold`` for ``phases.patience`` checks. **calibrate**:
+:func:`abc_lightning.biases.abc.calibrate_model` turns the attention on S_gen into lines.
+**retrain**: the bias is installed and training goes on until the threshold holds
+``phases.retrain_patience`` checks (or for its step budget). The options are a preset
+(:mod:`abc_lightning.biases.recipe`) and what differs from it. Lines, phase and timings are
+checkpoint state (``fit --ckpt_path`` resumes in any phase; ``test``/``predict`` install the
+checkpoint's lines) and are written beside the run (``abc/lines.pt``, ``abc/phases.json``).
 """
 
 from __future__ import annotations
@@ -91,11 +88,9 @@ class AttentionBiasCalibration(BiasStrategy):
             # Every rank calibrates from the same S_gen and weights; rank 0's lines are used
             # everywhere so that GPU non-determinism cannot give ranks different biases.
             dm = trainer.datamodule
-            lines, self.unread = calibrate_model(pl_module.model, dm.train_set, dm.task, dm.aligned, self.recipe,
-                                                 self.seed)
+            lines, self.unread = calibrate_model(pl_module.model, dm.train_set, dm.task, dm.aligned, self.recipe, self.seed)
             self.lines = trainer.strategy.broadcast(lines, src=0)
             self.save_interpolated(trainer, pl_module)
-            self.report_unread(trainer)
             self.install(pl_module)
             if self.recipe.retraining.reinitialize:
                 pl_module.model.reinitialize(self.seed)
@@ -155,61 +150,51 @@ class AttentionBiasCalibration(BiasStrategy):
             self.seconds[self.phase] = round(self.seconds[self.phase] + now - self._mark, 2)
         self._mark = now
 
-    # ---- around the calibration ------------------------------------------------------
     @rank_zero_only
     def save_interpolated(self, trainer, pl_module) -> None:
-        """The interpolating model's weights, as calibrated, to ``abc/interpolated.pt``: with
-        fresh weights for the retraining they are otherwise gone, and a calibration can only
-        be replayed (another κ, another rule) from them."""
+        """The interpolating model's weights to ``abc/interpolated.pt`` (fresh weights for the
+        retraining lose them; a calibration is replayed from them), and one line when an
+        operand is read by no cross-attention line above κ (:func:`unread_message`)."""
         out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().clone() for k, v in pl_module.model.state_dict().items()}
         files.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
-
-    def report_unread(self, trainer) -> None:
-        """One line when an operand is read by no cross-attention line above κ
-        (:func:`unread_message`)."""
-        if self.unread and trainer.is_global_zero:
+        if self.unread:
             print(unread_message(self.unread, self.recipe.lines.cover == "operands"), flush=True)
 
     def install(self, pl_module) -> None:
         pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.recipe.extension.soft))
 
-    # ---- test / predict / validate: Lightning restores this callback's state from the
-    # checkpoint being evaluated (after setup), so install whatever it brought back.
+    # ---- test / predict / validate: install what the evaluated checkpoint's state brought back
     def apply_to(self, pl_module, datamodule=None) -> None:
         if self.lines and "abc" not in pl_module.model.bias_sources:
             self.install(pl_module)
         if self.phase != "interpolate":
             pl_module.model.set_positional(self.recipe.retraining.positional == "keep")
 
-    def _reinstall(self, trainer, pl_module) -> None:
+    def on_validation_start(self, trainer, pl_module) -> None:
         self.apply_to(pl_module)
 
-    on_test_start = on_predict_start = on_validation_start = _reinstall
+    on_test_start = on_predict_start = on_validation_start
 
     # ---- checkpoint state and artifacts ---------------------------------------------
     def state_dict(self) -> dict:
         return {"phase": self.phase, "streak": self.streak, "annealed": self.annealed, "seconds": dict(self.seconds),
-                "steps": dict(self.steps),
-                "lines": pack_lines(self.lines), "unread_operands": self.unread}
+                "steps": dict(self.steps), "lines": pack_lines(self.lines), "unread_operands": self.unread}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.phase = state_dict.get("phase", "interpolate")
-        self.streak = state_dict.get("streak", 0)
-        self.annealed = state_dict.get("annealed", False)
-        self.seconds.update(state_dict.get("seconds", {}))
-        self.steps.update(state_dict.get("steps", {}))
-        self.lines = unpack_lines(state_dict.get("lines", {}))
-        self.unread = state_dict.get("unread_operands", [])
+        get = state_dict.get
+        self.phase, self.streak, self.annealed = get("phase", "interpolate"), get("streak", 0), get("annealed", False)
+        self.seconds.update(get("seconds", {}))
+        self.steps.update(get("steps", {}))
+        self.lines, self.unread = unpack_lines(get("lines", {})), get("unread_operands", [])
 
     @rank_zero_only
     def save_artifacts(self, trainer) -> None:
         out = run_dir(trainer) / "abc"
         out.mkdir(parents=True, exist_ok=True)
-        info = {"phase": self.phase, "seconds": self.seconds, "steps": self.steps}
-        if self.unread:
-            info["unread_operands"] = self.unread
+        info = {"phase": self.phase, "seconds": self.seconds, "steps": self.steps,
+                **({"unread_operands": self.unread} if self.unread else {})}
         files.write_text(out / "phases.json", json.dumps(info, indent=2))
         if self.lines:
             files.save(pack_lines(self.lines), out / "lines.pt")
