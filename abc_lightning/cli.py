@@ -9,7 +9,6 @@ one line and an exit status (:mod:`abc_lightning.faults`).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import preflight
-from abc_lightning.data import ArithmeticDataModule
+from abc_lightning.data import ArithmeticDataModule, resolve_task_period
 from abc_lightning.evaluation import write_predictions
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import report, user_error
@@ -264,73 +263,6 @@ class ABCLightningCLI(LightningCLI):
 
     def after_predict(self) -> None:
         write_predictions(self.model.predictions, run_dir(self.trainer))
-
-
-class Unseeded(ABCLightningCLI):
-    """The CLI without seeding: building a model to look at or use leaves the caller's
-    random state alone (the API's ``load``, argument checks)."""
-
-    def _set_seed(self) -> None:
-        pass
-
-
-class ParseOnly(Unseeded):
-    """The CLI up to validated parsing: nothing is instantiated, seeded or run."""
-
-    def instantiate_classes(self) -> None:
-        pass
-
-    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:
-        pass
-
-    def _run_subcommand(self, subcommand) -> None:
-        pass
-
-
-class BuildOnly(ParseOnly):
-    """Parsing, then the model, data module, callbacks and logger built from the config (their
-    constructors check values against each other); no Trainer, no folder, nothing run."""
-
-    def instantiate_classes(self) -> None:
-        self.parser.instantiate_classes(self.config)
-
-
-def resolve_task_period(config) -> None:
-    """``position_index.period: task`` -> the ``--data`` task's own CPI period, in the config
-    itself, so that the saved config and the checkpoint hold the number."""
-    index = (config.get("model") or {}).get("position_index")
-    init = getattr(index, "init_args", None)
-    if init is None or init.get("period") != "task":
-        return
-    data = config.get("data")
-    module = getattr(_data, str(getattr(data, "class_path", "")).rsplit(".", 1)[-1], None)
-    task_class = getattr(module, "task_class", None)
-    if task_class is None:
-        raise ConfigError("model.position_index.period=task takes the period of the --data task; give a task "
-                          "(e.g. --data=Addition) or an integer period")
-    init.period = task_class.cpi_period
-
-
-def check_args(args: list[str], build: bool = False) -> str | None:
-    """Parse ``args`` as the command line would (keys, types, class names, config files); with
-    ``build``, also build the model, data and trainer, whose constructors check values against
-    each other (``heads`` must divide ``d_model`` …). Nothing runs and no folder is made.
-    Return the one-line error, or None."""
-    import io
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            (BuildOnly if build else ParseOnly)(args=args)
-    except SystemExit:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        return lines[-1].removeprefix("abc_lightning: error: ") if lines else "the arguments do not parse"
-    except Exception as exc:  # a user error raised while parsing (a class's own check)
-        cause = user_error(exc)
-        if cause is None:
-            raise
-        return str(cause)
-    return None
 
 
 ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's message

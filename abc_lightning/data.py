@@ -501,3 +501,19 @@ def data_module_for(task: str, **kwargs) -> ArithmeticDataModule:
     if task not in DATA_MODULES:
         raise ConfigError(f"unknown task {task!r}; choose one of {list(DATA_MODULES)}")
     return DATA_MODULES[task](**kwargs)
+
+
+def resolve_task_period(config) -> None:
+    """``position_index.period: task`` -> the ``--data`` task's own CPI period, in the config
+    itself, so that the saved config and the checkpoint hold the number."""
+    index = (config.get("model") or {}).get("position_index")
+    init = getattr(index, "init_args", None)
+    if init is None or init.get("period") != "task":
+        return
+    data = config.get("data")
+    module = globals().get(str(getattr(data, "class_path", "")).rsplit(".", 1)[-1])  # a data module class
+    task_class = getattr(module, "task_class", None)
+    if task_class is None:
+        raise ConfigError("model.position_index.period=task takes the period of the --data task; give a task "
+                          "(e.g. --data=Addition) or an integer period")
+    init.period = task_class.cpi_period
