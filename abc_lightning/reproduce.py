@@ -14,11 +14,9 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from abc_lightning import files
@@ -28,6 +26,7 @@ from abc_lightning.cells import (CURVE_LENGTHS, CURVE_SAMPLES, HUGE_LENGTHS, HUG
                                  table1_cells, table3_cells)
 from abc_lightning.errors import OneLineParser
 from abc_lightning.provenance import short_commit
+from abc_lightning.runner import in_parallel, run_logged
 from abc_lightning.tables import fmt, regenerate_commands, write_table  # noqa: F401
 
 
@@ -70,13 +69,11 @@ def duration(seconds: float) -> str:
 
 def run(cmd: list[str], log: Path) -> float:
     """Run a command with its output in ``log``; return wall seconds. Raise on failure."""
-    start = time.perf_counter()
-    with log.open("w") as fh:
-        threads = {} if RUN_INFO["threads"] == "all" else {"OMP_NUM_THREADS": str(RUN_INFO["threads"])}
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **threads})
-    if proc.returncode:
-        raise RuntimeError(f"command failed ({proc.returncode}), see {log}: {' '.join(cmd)}")
-    return time.perf_counter() - start
+    threads = {} if RUN_INFO["threads"] == "all" else {"OMP_NUM_THREADS": str(RUN_INFO["threads"])}
+    code, seconds = run_logged(cmd, log, threads)
+    if code:
+        raise RuntimeError(f"command failed ({code}), see {log}: {' '.join(cmd)}")
+    return seconds
 
 
 def cell_command(cell: Cell, out_dir: Path, extra: list[str], stage: str, version: str) -> list[str]:
@@ -252,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
         RUN_INFO.update(cpu=cpu())
         say(f"[reproduce] {args.table}: {len(queue)} run(s) to do, {max(1, args.jobs)} at a time")
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        failed = [key for key in pool.map(work, queue) if key]
+    failed = [key for key in in_parallel(work, args.jobs, queue) if key]
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
     records: dict[str, list[dict]] = {}

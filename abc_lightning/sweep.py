@@ -31,10 +31,8 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from queue import Queue
 
@@ -42,6 +40,7 @@ import yaml
 
 from abc_lightning import files, markdown
 from abc_lightning.errors import ConfigError, OneLineParser
+from abc_lightning.runner import in_parallel, run_logged
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 #: Set for each run: where the CLI copies its accuracy records (see AccuracyTable).
@@ -291,14 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         run_env = {**env, RECORD_ENV: str(folder.resolve())}
         if gpu is not None:
             run_env["CUDA_VISIBLE_DEVICES"] = gpu
-        start = time.perf_counter()
         try:
-            with (folder / "output.log").open("w") as log:
-                code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=run_env).returncode
+            code, seconds = run_logged(cmd, folder / "output.log", run_env)
         finally:
             if gpu is not None:
                 free.put(gpu)
-        seconds = time.perf_counter() - start
         (folder / "seconds").write_text(f"{seconds:.1f}\n")
         done.write_text(f"{code}\n")
         where = f" on GPU {gpu}" if gpu is not None else ""
@@ -307,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"[sweep] {name}: {len(combos)} combinations, {sum(map(finished, combos))} already finished; "
           f"records in {root}", flush=True)
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        codes = list(pool.map(work, combos, commands))
+    codes = in_parallel(work, parallel, combos, commands)
     failed = sum(c != 0 for c in codes)
     print(f"[sweep] {name}: {len(codes) - failed} finished, {failed} failed; summary: "
           f"{write_summary(root, spec, combos)}", flush=True)
