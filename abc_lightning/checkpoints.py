@@ -78,12 +78,18 @@ def check_compatible(saved: dict, expected: dict) -> None:
 FIT_CALL_KEYS = ("ckpt_path", "weights_only", "config")
 
 
+#: class paths a checkpoint's config may name, under the module that holds them now
+RENAMED = {"abc_lightning.model.positions.": "abc_lightning.model.position_index."}
+
+
 def stored_config(ckpt: dict) -> str | None:
     """The YAML config a checkpoint carries (without the keys of the ``fit`` call that wrote
     it), or None for a checkpoint written before checkpoints carried one."""
     text = ckpt.get(CONFIG_KEY)
     if not isinstance(text, str):
         return None
+    for old, new in RENAMED.items():  # a module renamed since the checkpoint was written
+        text = text.replace(old, new)
     config = yaml.safe_load(text) or {}
     if "task" in (config.get("data") or {}):
         raise CheckpointError("this checkpoint was written by abc_lightning 0.1, whose vocabulary had 15 tokens "

@@ -33,7 +33,7 @@ from abc_lightning.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
 from abc_lightning import callbacks as _callbacks  # noqa: F401
-from abc_lightning.model import positional as _positional, positions as _positions  # noqa: F401
+from abc_lightning.model import position_index as _position_index, positional as _positional  # noqa: F401
 
 
 def prog() -> str:

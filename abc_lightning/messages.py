@@ -76,7 +76,7 @@ def concise(message: str) -> str:
     path = re.search(r"Expected a dot import path string: (\S+)", message)
     if key and path:
         from abc_lightning.model.positional import PositionalScheme
-        from abc_lightning.model.positions import PositionIndex
+        from abc_lightning.model.position_index import PositionIndex
 
         bases = {"model.positional": PositionalScheme, "model.position_index": PositionIndex,
                  "data": ArithmeticDataModule, "bias": BiasStrategy}

@@ -15,7 +15,7 @@ from abc_lightning.checkpoints import check_compatible, load_checkpoint
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.evaluation import ExactMatch, FamilyExactMatch, decode_batch, wrong_answer_texts
 from abc_lightning.model.positional import PositionalScheme
-from abc_lightning.model.positions import PositionIndex
+from abc_lightning.model.position_index import PositionIndex
 from abc_lightning.model.transformer import Seq2SeqTransformer
 
 

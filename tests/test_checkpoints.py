@@ -139,3 +139,12 @@ def test_a_checkpoint_of_version_0_1_is_refused_with_one_line(capsys):
     err = capsys.readouterr().err
     assert "written by abc_lightning 0.1" in err and "Traceback" not in err
     assert not Path("runs").exists()
+
+
+def test_a_checkpoint_naming_a_renamed_module_still_loads_its_config():
+    # CyclicIndex lived in abc_lightning.model.positions before it moved to position_index
+    from abc_lightning.checkpoints import CONFIG_KEY, stored_config
+
+    old = {CONFIG_KEY: "model:\n  position_index:\n    class_path: abc_lightning.model.positions.CyclicIndex\n"}
+    assert "abc_lightning.model.position_index.CyclicIndex" in stored_config(old)
+    assert "model.positions." not in stored_config(old)

@@ -4,8 +4,8 @@ The bias strategies (:class:`AttentionWindow`, :class:`AttentionBiasCalibration`
 config's ``bias`` slot; the others go in ``trainer.callbacks``.
 """
 
-from abc_lightning.callbacks.abc import AttentionBiasCalibration
-from abc_lightning.callbacks.abs import AttentionWindow
+from abc_lightning.callbacks.calibration import AttentionBiasCalibration
+from abc_lightning.callbacks.window import AttentionWindow
 from abc_lightning.callbacks.heatmaps import AttentionHeatmaps
 from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.callbacks.training import AccuracyTable, RunInfo, StopOnInterpolation

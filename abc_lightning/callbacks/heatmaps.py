@@ -11,7 +11,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files
 from abc_lightning.biases.calibration import CalibratedLines, extend
-from abc_lightning.callbacks.abc import AttentionBiasCalibration
+from abc_lightning.callbacks.calibration import AttentionBiasCalibration
 from abc_lightning.run_folders import run_dir
 from abc_lightning.evaluation import rows_from_metrics
 from abc_lightning.plotting import accuracy_curves, attention_heatmaps, bias_heatmaps

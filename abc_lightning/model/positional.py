@@ -5,7 +5,7 @@
 - ``rotate(x, positions) -> x``: a transform of queries and keys ``(b, h, n, d)``.
 
 ``kind`` is ``"encoder"``, ``"decoder"`` or ``"cross"``. Positions come from a
-:class:`~abc_lightning.model.positions.PositionIndex`, so CPI (``CyclicIndex``) and
+:class:`~abc_lightning.model.position_index.PositionIndex`, so CPI (``CyclicIndex``) and
 randomized positions (``RandomizedIndex``) compose with every scheme.
 
 Relative schemes measure the distance ``t − i`` between query position t and key

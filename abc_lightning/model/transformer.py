@@ -32,7 +32,7 @@ from abc_lightning.model.attention import (KINDS, AttentionMap, Band, BiasSource
                                           gathered_of, sum_biases)
 from abc_lightning.model.decoding import StepKeys
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
-from abc_lightning.model.positions import LinearIndex, PositionIndex
+from abc_lightning.model.position_index import LinearIndex, PositionIndex
 
 __all__ = ["KINDS", "Seq2SeqOutput", "Seq2SeqTransformer", "causal_mask"]
 
