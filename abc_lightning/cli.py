@@ -17,11 +17,10 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
-from abc_lightning.callbacks.training import LineProgress, RunConfig
+from abc_lightning.callbacks.training import LineProgress, PredictionWriter, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import preflight
 from abc_lightning.data import ArithmeticDataModule, resolve_task_period
-from abc_lightning.evaluation import write_predictions
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import report, user_error
 from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
@@ -135,6 +134,7 @@ class ABCLightningCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(AccuracyTable, "accuracy_table")
         parser.add_lightning_class_args(RunInfo, "run_info")
+        parser.add_lightning_class_args(PredictionWriter, "prediction_writer")
         # The bias strategy, one slot addressed by name: --bias=AttentionWindow --bias.self_width=2
         parser.add_lightning_class_args(BiasStrategy, "bias", subclass_mode=True, required=False)
         parser.add_argument("--wandb.mode", type=str, default="auto",
@@ -261,8 +261,6 @@ class ABCLightningCLI(LightningCLI):
     def before_predict(self) -> None:
         self._start("predict", needs_ckpt=True, wandb=False)
 
-    def after_predict(self) -> None:
-        write_predictions(self.model.predictions, run_dir(self.trainer))
 
 
 ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's message

@@ -62,7 +62,6 @@ class ArithmeticTransformer(L.LightningModule):
                                         positional, position_index)
         self.val_metrics = nn.ModuleDict()
         self.test_metrics = nn.ModuleDict()
-        self.predictions: list[dict] = []
         self.worst_failures: dict[tuple[int, str], dict] = {}  # the first wrong answer per (length, family)
         self._init_weights: tuple[str, dict] | None = None
 
@@ -136,9 +135,7 @@ class ArithmeticTransformer(L.LightningModule):
                     "output": output, "expected": expected}
 
     def predict_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> list[dict]:
-        rows = decode_batch(self.model, self.trainer.datamodule.task, batch)
-        self.predictions.extend(rows)
-        return rows
+        return decode_batch(self.model, self.trainer.datamodule.task, batch)  # PredictionWriter writes them
 
     # ---- optimization ---------------------------------------------------------------
     def configure_optimizers(self):

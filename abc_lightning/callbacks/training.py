@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import ProgressBar, Timer
+from lightning.pytorch.callbacks import BasePredictionWriter, ProgressBar, Timer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files, markdown
-from abc_lightning.evaluation import rows_from_metrics
+from abc_lightning.evaluation import rows_from_metrics, write_predictions
 from abc_lightning.provenance import cpu, git_commit
 from abc_lightning.run_folders import run_dir
 
@@ -162,6 +162,20 @@ class AccuracyTable(L.Callback):
 
     def on_test_end(self, trainer, pl_module) -> None:
         self._write(trainer, "test")
+
+
+class PredictionWriter(BasePredictionWriter):
+    """``predict``'s answers, once every batch is decoded: all of them to the run's
+    ``predictions.jsonl``, the first few printed (:func:`~abc_lightning.evaluation.write_predictions`)."""
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="epoch")
+
+    def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
+        def rows(outputs):  # batches of answer rows (per loader, with several), flattened
+            return [row for item in outputs for row in (rows(item) if isinstance(item, list) else [item])]
+
+        write_predictions(rows(predictions), run_dir(trainer))
 
 
 class RunInfo(L.Callback):
