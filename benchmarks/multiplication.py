@@ -177,7 +177,9 @@ def summary() -> None:
         f"{', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/multiplication.py run --seeds {' '.join(map(str, seeds))}`, then "
-        "`python benchmarks/multiplication.py summary`.")
+        "`python benchmarks/multiplication.py summary`. No ABC row: ABC extends lines of a fixed offset, "
+        "and a token's cell in the row above sits 3R answer steps back, R growing with the operands' length, "
+        "so no line of the 7-digit training frame reaches it at 20 digits.")
     speed, speed_path = "", WORK / "speed.json"
     if speed_path.exists():
         sp = json.loads(speed_path.read_text())

@@ -229,7 +229,9 @@ def summary() -> None:
         f"digits). Commits: {', '.join(sorted({r['commit'] for r in records}))}; torch threads per run: "
         f"{', '.join(sorted({str(r['threads']) for r in records}))}. Remake: "
         f"`OMP_NUM_THREADS=1 python benchmarks/operands.py run --seeds {' '.join(map(str, seeds))}`, then "
-        f"`python benchmarks/operands.py summary`.")
+        f"`python benchmarks/operands.py summary`. No ABC row: ABC extends lines of a fixed offset, and a "
+        f"token's cell in the row above sits 2R answer steps back, R growing with the operands' length, so no "
+        f"line of the training frame reaches it at 60 digits.")
     speed, speed_path = "", WORK / "speed.json"
     if speed_path.exists():
         sp = json.loads(speed_path.read_text())
