@@ -32,6 +32,7 @@ FAST = ["--trainer.limit_train_batches=3", "--trainer.limit_val_batches=1", "--t
         "--model.positional=Sinusoidal", "--data.val_lengths=[6]"]
 
 
+@pytest.mark.slow
 def test_phases_run_in_one_fit_and_artifacts_are_written():
     assert run_cli(["fit", "--config", DEBUG, *ABC, "--trainer.max_epochs=4", *FAST]) == 0
     run = Path("runs/debug/version_0")
@@ -183,6 +184,7 @@ def test_retrain_positional_none_switches_positions_off_after_calibration_and_on
     assert not torch.allclose(model.encode(src)[0], with_positions)  # the sinusoids are no longer added
 
 
+@pytest.mark.slow
 def test_beyond_the_paper_options_reach_the_saved_lines_and_the_tested_model():
     options = ('"preset": "paper", "phases": {"threshold": 0.0, "patience": 1}, "lines": {"samples": 16, '
                '"kappa_cross": 1.0, "per_layer": true, "lineless": "union"}, "extension": {"align": "segments"}, '
@@ -214,6 +216,7 @@ def test_encoder_diagonal_and_encoder_calibration_exclude_each_other():
     assert exit_.value.code == 2 and not Path("runs").exists()
 
 
+@pytest.mark.slow
 def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_path):
     import pytest
 
@@ -301,6 +304,7 @@ def test_an_operand_no_line_reads_is_found_and_cover_adds_its_best_line():
 
 @pytest.mark.parametrize("cover, said", [("operands", "lines.cover kept its best line below κ"),
                                          ("off", "calibrated no cross-attention line that reads the operand")])
+@pytest.mark.slow
 def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands(capsys, cover, said):
     """A fit that calibrates writes ``abc/interpolated.pt`` (the weights the lines came from)
     and, where an operand is left unread under the position-wise encoder, says so in one
@@ -317,6 +321,7 @@ def test_calibration_saves_the_interpolating_weights_and_reports_unread_operands
     assert said in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_retraining_budget_lasts_the_interpolations_steps_along_a_cosine(tmp_path):
     """retraining.budget=1: interpolation took 2 epochs (6 steps), so retraining runs 6 steps,
     its rate falling from the retraining's to 0 on a cosine, and the fit stops there."""

@@ -79,6 +79,7 @@ def test_sizes_that_no_operand_count_gives_are_refused():
         t.frame(30, 23, False)
 
 
+@pytest.mark.slow
 def test_the_data_module_trains_on_every_count_in_one_shape_per_batch():
     dm = data_module_for("addition_k")
     assert [task.arity for task in dm.train_tasks] == [2, 3, 4] and dm.task.arity == 4

@@ -49,6 +49,7 @@ def test_a_checkpoint_carries_its_resolved_config(abs_checkpoint):
     assert config["bias"]["class_path"].endswith("AttentionWindow")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["abs", "abc"])
 def test_predict_from_the_checkpoint_alone_matches_predict_with_its_config(capsys, request, strategy):
     ckpt = request.getfixturevalue(f"{strategy}_checkpoint")

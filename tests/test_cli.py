@@ -24,6 +24,7 @@ def test_every_shipped_config_parses_and_builds(config):
     assert type(cli.datamodule).__name__ in config.read_text()
 
 
+@pytest.mark.slow
 def test_every_cell_reproduce_runs_parses_and_builds(monkeypatch):
     """The cells are generated (task registry × table rows), not files: build each one."""
     from abc_lightning import reproduce

@@ -70,6 +70,7 @@ def weights(path: Path) -> dict:
     (OSError(errno.ENOSPC, "No space left on device"), 1, "no space left on the device; free some space"),
     (KeyboardInterrupt(), 130, "interrupted; resume with: python -m abc_lightning fit --config"),
 ])
+@pytest.mark.slow
 def test_a_save_cut_short_keeps_the_last_checkpoint_and_a_resume_matches(capsys, monkeypatch, fault, status, says):
     """The second epoch's last.ckpt save fails half-way: one line, the first epoch's
     last.ckpt still loads, no temporary file is left, and resuming from it ends where an
@@ -158,6 +159,7 @@ def shut_down(proc: subprocess.Popen) -> str:
         raise AssertionError("no exit 5 min after SIGINT; its stacks:\n" + proc.communicate(timeout=60)[1][-8000:])
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_while_starting_is_one_line(tmp_path):
     """SIGINT while Python still imports torch and Lightning (held until the imports end:
     inside a library's import it can be swallowed, or leave a half-loaded extension), or
@@ -174,6 +176,7 @@ def test_a_ctrl_c_while_starting_is_one_line(tmp_path):
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.ckpt"))
 
 
+@pytest.mark.slow
 def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     """SIGINT to a running fit (a process of its own, as a user's Ctrl+C)."""
     args = [sys.executable, "-m", "abc_lightning", *TINY, "--trainer.max_epochs=1000"]
@@ -243,6 +246,7 @@ def test_a_config_that_is_not_yaml_settings_is_one_line(capsys, content, says):
     assert f"config: bad.yaml {says}" in one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_predict_reads_inputs_as_written(capsys):
     assert run_cli([*TINY, "--trainer.max_epochs=1"]) == 0
     capsys.readouterr()
