@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from abc_lightning import reproduce
 from abc_lightning.reproduce import Cell, write_table
 
@@ -253,3 +255,13 @@ def test_the_runs_of_a_reproduce_call_record_the_cpu(tmp_path, monkeypatch):
     assert reproduce.main(["table1", "--only", "abs_parity", "--results", str(tmp_path)]) == 0
     record = json.loads((tmp_path / "table1" / "abs_parity.json").read_text())
     assert record["cpu"].endswith(", " + torch.backends.cpu.get_cpu_capability())
+
+
+def test_the_one_markdown_table_writer():
+    from abc_lightning import markdown
+
+    assert markdown.table(["a", "b"], [[1, ""], ["x", 2.5]], "rl") == ["| a | b |", "|---:|---|", "| 1 | |",
+                                                                       "| x | 2.5 |"]
+    assert markdown.line(["", "", "c"]) == "| | | c |"
+    with pytest.raises(ValueError, match="align names 1 columns, the head 2"):
+        markdown.table(["a", "b"], [], "r")
