@@ -8,6 +8,7 @@ a config changing. The lengths and sample counts every cell is tested at are her
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -63,6 +64,65 @@ class Cell(NamedTuple):
         return " ".join(["python -m abc_lightning fit --config", self.config, *self.overrides])
 
 
+@dataclass(frozen=True)
+class TableEntry:
+    """Where a task sits in the results tables (``reproduce``), and what the papers measured.
+
+    - ``table``: ``table1`` for the papers' tasks (Tables 1 and 3, the baselines), ``beyond``
+      for the tasks no paper has length-generalized (``results/beyond.md``); ``order``: its
+      place in them;
+    - ``rows``, ``baselines``, ``abc``: which cells ``reproduce`` runs for it (Table 1's rows
+      ``vanilla``, ``w1``, ``cpi`` (+ T, the task's own period), ``nope_w1``; the baseline
+      schemes; an ABC cell); ``vanilla_label``: the name of its vanilla row;
+    - ``paper`` and ``paper_abc``: the papers' accuracy at 60 digits per row of Table 1 and of
+      Table 3 (``ABC`` and the baseline schemes it compares with), shown beside ours; empty
+      where the papers have no number, and ``paper_note`` shown instead where it says why.
+    """
+
+    table: str = "beyond"
+    order: int = 100
+    rows: tuple[str, ...] = ("vanilla", "w1", "cpi", "nope_w1")
+    vanilla_label: str = "Vanilla"
+    baselines: bool = True
+    abc: bool = True
+    paper: dict[str, float] = field(default_factory=dict)
+    paper_abc: dict[str, float] = field(default_factory=dict)
+    paper_note: str = ""
+
+
+#: Each task's place in the results tables, by task name. A task named nowhere here gets
+#: every row of the beyond table (``TableEntry()``), after these.
+TASK_TABLES: dict[str, TableEntry] = {
+    "successor": TableEntry("table1", 0, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
+                            paper_abc={"vanilla": 0.0, "rope": 0.0, "alibi": 0.0, "ABC": 100.0}),
+    "addition": TableEntry("table1", 1, paper={"vanilla": 0.0, "w1": 0.0, "cpi": 100.0, "nope_w1": 99.35},
+                           paper_abc={"vanilla": 0.0, "rope": 0.0, "alibi": 0.0, "ABC": 99.8}),
+    "parity": TableEntry("table1", 2, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
+                         vanilla_label="Vanilla + scratchpad"),
+    # one row: the classifier the scratchpad is compared with
+    "parity_classification": TableEntry("table1", 3, rows=("vanilla",), vanilla_label="Transformer (classification)",
+                                        paper_note="52.0 / 52.6 at any length (Delétang / Ruoss)", baselines=False,
+                                        abc=False),
+    "nx1": TableEntry("table1", 4, paper={"vanilla": 0.0, "w1": 0.0, "cpi": 100.0, "nope_w1": 98.31},
+                      paper_abc={"vanilla": 0.0, "rope": 0.0, "ABC": 100.0}),
+    "subtraction": TableEntry("beyond", 10),
+    "addition3": TableEntry("beyond", 11),
+    "nx2": TableEntry("beyond", 12),
+    "signed_subtraction": TableEntry("beyond", 13),
+    "nx3": TableEntry("beyond", 14),
+    # no vanilla row: the FIRE baseline is the plain model on the same scratchpad; no ABC: a
+    # token's row above sits 2R steps back, and R grows with W, so there is no fixed line to calibrate
+    "addition_k": TableEntry("beyond", 15, rows=("w1", "cpi", "nope_w1"), abc=False),
+    # no ABC: a token's row above sits 3R steps back, and R grows with the operands: no fixed line
+    "multiplication": TableEntry("beyond", 16, rows=("w1", "cpi", "nope_w1"), abc=False),
+}
+
+
+def table_entry(task: str) -> TableEntry:
+    """The task's :class:`TableEntry` (the beyond table's defaults for a task not in :data:`TASK_TABLES`)."""
+    return TASK_TABLES.get(task, TableEntry())
+
+
 SEED_FLAGS = ("--seed_everything=", "--data.seed=")
 
 ABS, ABC, BASELINE = "configs/abs.yaml", "configs/abc.yaml", "configs/baseline.yaml"
@@ -103,21 +163,22 @@ def _tasks(table: str | None = None) -> dict:
     """The registered tasks (of one table: ``table1`` for the paper's, ``beyond`` for ours)."""
     from abc_lightning.tasks import TASKS
 
-    return {name: task for name, task in TASKS.items() if table is None or task.tables.table == table}
+    chosen = [name for name in TASKS if table is None or table_entry(name).table == table]
+    return {name: TASKS[name] for name in sorted(chosen, key=lambda n: (table_entry(n).order, n))}
 
 
 def abs_rows(table: str) -> list[Cell]:
     """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
     cells = []
     for name, task in _tasks(table).items():
-        for row in task.tables.rows:
+        for row in table_entry(name).rows:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "cpi":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
-            cells.append(Cell(name, label or task.tables.vanilla_label, config, task.tables.paper.get(row),
+            cells.append(Cell(name, label or table_entry(name).vanilla_label, config, table_entry(name).paper.get(row),
                               (*task_flags(name), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
-                              note=task.tables.paper_note if row == "vanilla" else ""))
+                              note=table_entry(name).paper_note if row == "vanilla" else ""))
     return cells
 
 
@@ -128,7 +189,7 @@ def encoder_window_rows(table: str) -> list[Cell]:
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
                  (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T{task.cpi_period}_encoder_w1", home=table,
                  long=True, huge=True)
-            for name, task in _tasks(table).items() if "cpi" in task.tables.rows]
+            for name, task in _tasks(table).items() if "cpi" in table_entry(name).rows]
 
 
 def table1_cells() -> list[Cell]:
@@ -152,9 +213,9 @@ def geometry_cells() -> list[Cell]:
 
 def baseline_cells() -> list[Cell]:
     """Every task × scheme, natural input form (Figure 1, Tables 1 and 3)."""
-    return [Cell(name, label, BASELINE, task.tables.paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
+    return [Cell(name, label, BASELINE, table_entry(name).paper_abc.get(key), (data_flag(name), *over), f"{name}_{key}",
                  curve=True, home="baselines")
-            for name, task in _tasks("table1").items() if task.tables.baselines for key, (label, over) in SCHEMES.items()]
+            for name, task in _tasks("table1").items() if table_entry(name).baselines for key, (label, over) in SCHEMES.items()]
 
 
 def abc_cells(table: str) -> list[Cell]:
@@ -164,10 +225,10 @@ def abc_cells(table: str) -> list[Cell]:
     bias exists)."""
     rows = []
     for name, task in _tasks(table).items():
-        if task.tables.abc:
+        if table_entry(name).abc:
             config, over = ABC, (data_flag(name),)
-            label = "ABC" if "ABC" in task.tables.paper_abc else "ABC (beyond the paper)"
-            rows.append(Cell(name, label, config, task.tables.paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
+            label = "ABC" if "ABC" in table_entry(name).paper_abc else "ABC (beyond the paper)"
+            rows.append(Cell(name, label, config, table_entry(name).paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
                              curve=True, home=table if table != "table1" else "table3", long=True,
                              note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
     return rows
@@ -178,7 +239,7 @@ def table3_cells() -> list[Cell]:
     cells of the baselines table (run once, shared) for the schemes the paper reports; the
     last rows are ABC under the paper's own settings (``--bias.preset=paper``)."""
     tasks = _tasks("table1")
-    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in tasks[cell.task].tables.paper_abc]
+    rows = [cell for cell in baseline_cells() if cell.key.split("_", 1)[1] in table_entry(cell.task).paper_abc]
     paper = [cell._replace(label="ABC, the paper's preset", overrides=(*cell.overrides, "--bias.preset=paper"),
                            name=f"abc_paper_{cell.task}", curve=False, long=False)
              for cell in abc_cells("table1")]
@@ -197,7 +258,7 @@ def beyond_cells() -> list[Cell]:
     label, over = SCHEMES[BEYOND_BASELINE]
     baselines = [Cell(name, f"{label} (baseline)", BASELINE, None, (*task_flags(name), *over),
                       f"{name}_{BEYOND_BASELINE}", curve=True, home="beyond")
-                 for name, task in _tasks("beyond").items() if task.tables.baselines]
+                 for name, task in _tasks("beyond").items() if table_entry(name).baselines]
     return abs_rows("beyond") + encoder_window_rows("beyond") + abc_cells("beyond") + baselines
 
 

@@ -486,7 +486,7 @@ def data_module(task_class: type[Task]) -> type[ArithmeticDataModule]:
 
 
 def data_module_names() -> list[str]:
-    """The class names of every task's data module, in table order."""
+    """The class names of every task's data module, in the registry's (alphabetical) order."""
     return [class_name(name) for name in TASKS]
 
 

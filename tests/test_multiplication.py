@@ -113,7 +113,9 @@ def test_predict_frames_each_operand_on_its_own():
 
 def test_it_is_registered_beyond_the_paper():
     assert "multiplication" in TASKS and type(data_module_for("multiplication")).__name__ == "Multiplication"
-    assert get_task("multiplication").tables.table == "beyond" and not get_task("multiplication").tables.abc
+    from abc_lightning.cells import table_entry
+
+    assert table_entry("multiplication").table == "beyond" and not table_entry("multiplication").abc
 
 
 def test_cached_decoding_under_its_windows_matches_full_recomputation(monkeypatch):

@@ -3,7 +3,8 @@
 Every :class:`Task` subclass with a ``name`` in a module of this package is registered in
 :data:`TASKS` when the package is imported, so a new task is one new file here. The registry
 drives everything else: the data modules (``--data=Addition``), the cells ``reproduce``
-runs, the benchmarks and the tests that go over every task.
+runs (each task's place in the tables: ``abc_lightning.cells.TASK_TABLES``), the benchmarks and
+the tests that go over every task.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ def _discover() -> dict[str, type[Task]]:
             todo.append(sub)
             if "name" in vars(sub):
                 found.append(sub)
-    found.sort(key=lambda cls: (cls.tables.order, cls.name))
+    found.sort(key=lambda cls: cls.name)
     return {cls.name: cls for cls in found}
 
 
-#: Every task by its name (``"addition"``), in table order.
+#: Every task by its name (``"addition"``), in alphabetical order (``cells.TASK_TABLES`` orders the tables).
 TASKS: dict[str, type[Task]] = _discover()
 
 

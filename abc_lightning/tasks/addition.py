@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from abc_lightning.tasks.base import TableEntry, Task, add_columns, cycle, spread
+from abc_lightning.tasks.base import Task, add_columns, cycle, spread
 
 
 class Addition(Task):
@@ -24,8 +24,6 @@ class Addition(Task):
     operator = "+"
     pattern = re.compile(r"\d+\+\d+")
     cross_width = 0  # aligned input: a column's two digits sit side by side
-    tables = TableEntry(order=1, paper={"vanilla": 0.0, "w1": 0.0, "cpi": 100.0, "nope_w1": 99.35},
-                        paper_abc={"vanilla": 0.0, "rope": 0.0, "alibi": 0.0, "ABC": 99.8})
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
         a, b = operands

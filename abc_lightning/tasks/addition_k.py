@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning.biases.windows import Needs
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.base import TableEntry, Task, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, spread
 
 
 class RowAddition(Task):
@@ -57,9 +57,6 @@ class RowAddition(Task):
     variable_arity = True
     train_operands = (2, 3, 4)
     test_operands = (2, 10, 20, 40)  # reproduce tests each at 6 and 60 digits (shape_tests), beside the default 4
-    # no vanilla row: the FIRE baseline is the plain model on the same scratchpad; no ABC: a
-    # token's row above sits 2R steps back, and R grows with W, so there is no fixed line to calibrate
-    tables = TableEntry(table="beyond", order=15, rows=("w1", "cpi", "nope_w1"), abc=False)
 
     def with_operands(self, k: int) -> RowAddition:
         """This task at ``k`` operands."""

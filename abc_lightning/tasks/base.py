@@ -85,32 +85,6 @@ def add_columns(a: np.ndarray, b: np.ndarray | int, scale: np.ndarray | int = 1)
     return out
 
 
-@dataclass(frozen=True)
-class TableEntry:
-    """Where a task sits in the results tables (``reproduce``), and what the papers measured.
-
-    - ``table``: ``table1`` for the papers' tasks (Tables 1 and 3, the baselines), ``beyond``
-      for the tasks no paper has length-generalized (``results/beyond.md``); ``order``: its
-      place in them;
-    - ``rows``, ``baselines``, ``abc``: which cells ``reproduce`` runs for it (Table 1's rows
-      ``vanilla``, ``w1``, ``cpi`` (+ T, the task's own period), ``nope_w1``; the baseline schemes; an ABC cell);
-      ``vanilla_label``: the name of its vanilla row;
-    - ``paper`` and ``paper_abc``: the papers' accuracy at 60 digits per row of Table 1 and of
-      Table 3 (``ABC`` and the baseline schemes it compares with), shown beside ours; empty
-      where the papers have no number, and ``paper_note`` shown instead where it says why.
-    """
-
-    table: str = "table1"
-    order: int = 100
-    rows: tuple[str, ...] = ("vanilla", "w1", "cpi", "nope_w1")
-    vanilla_label: str = "Vanilla"
-    baselines: bool = True
-    abc: bool = True
-    paper: dict[str, float] = field(default_factory=dict)
-    paper_abc: dict[str, float] = field(default_factory=dict)
-    paper_note: str = ""
-
-
 class Task(ABC):
     """An arithmetic task: how operands are sampled, written and answered.
 
@@ -136,8 +110,6 @@ class Task(ABC):
       ``period: task`` (what ``configs/abs.yaml`` sets) takes it. ``failing_periods``: the
       other periods measured to fail on this task, each with what was measured, which a fit
       under one of them prints as a warning;
-    - ``tables``: where it sits in the results tables and what the papers measured for it
-      (:class:`TableEntry`);
     - ``answer_tokens``: the tokens an answer may hold (digits; a task with a sign token
       adds it), which :meth:`format_answer` turns into text;
     - ``carry_rich``: the share of training rows drawn carry-rich (``data.carry_rich``; 0,
@@ -155,7 +127,6 @@ class Task(ABC):
     form: str | None = None
     cpi_period: int = 3
     failing_periods: dict[int, str] = {}
-    tables: TableEntry = TableEntry()
     answer_tokens: frozenset[int] = frozenset(range(10))  # the tokens format_answer reads
     carry_rich: float = 0.0
     max_length: int = 10_000  # the longest operand evaluated (digits); a task whose answer outgrows its operands sets less

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from abc_lightning.tasks.base import TableEntry, Task, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, spread
 
 
 def sum_columns(operands: list[np.ndarray]) -> np.ndarray:
@@ -99,7 +99,6 @@ class ThreeOperandAddition(MultiOperandAddition):
     arity = 3
     operator = "+"
     pattern = re.compile(r"\d+\+\d+\+\d+")
-    tables = TableEntry(table="beyond", order=11)
 
     def example_input(self) -> str:
         return "123+958+76"

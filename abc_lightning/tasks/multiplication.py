@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning.biases.windows import Needs
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.base import SPARE_CELLS, TableEntry, Task, pad_left, sample_decimal, spread
+from abc_lightning.tasks.base import SPARE_CELLS, Task, pad_left, sample_decimal, spread
 
 
 class Multiplication(Task):
@@ -57,8 +57,6 @@ class Multiplication(Task):
     cpi_period = 6  # a row is 3R ≡ 3 (mod 6) tokens: its keys at distinct phases (above)
     form = "natural"  # its windows are drawn on the natural form
     unequal_lengths = True
-    # no ABC: a token's row above sits 3R steps back, and R grows with the operands: no fixed line
-    tables = TableEntry(table="beyond", order=16, rows=("w1", "cpi", "nope_w1"), abc=False)
     max_length = 200
     max_length_reason = "200×200 digits is an answer of 245,000 tokens"
     long_lengths = (60,)  # 60×60, the moonshot: 23,250 answer tokens

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from abc_lightning.tasks.base import TableEntry, Task, add_columns, pad_left, sample_decimal, to_digits
+from abc_lightning.tasks.base import Task, add_columns, pad_left, sample_decimal, to_digits
 
 
 def nines_over(length: int, m: int) -> str:
@@ -35,8 +35,6 @@ class MultiplyBySingleDigit(Task):
     operator = "*"
     pattern = re.compile(r"\d+\*\d")
     cross_width = 0  # aligned input: each multiplicand digit sits beside the multiplier
-    tables = TableEntry(order=4, paper={"vanilla": 0.0, "w1": 0.0, "cpi": 100.0, "nope_w1": 98.31},
-                        paper_abc={"vanilla": 0.0, "rope": 0.0, "ABC": 100.0})
 
     def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
         # The multiplier is a digit; draw it from the second pool value's last digit so

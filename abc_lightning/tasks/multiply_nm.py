@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from abc_lightning.biases.windows import Needs
-from abc_lightning.tasks.base import TableEntry, Task, add_columns, cycle, pad_left, sample_decimal, to_digits
+from abc_lightning.tasks.base import Task, add_columns, cycle, pad_left, sample_decimal, to_digits
 
 
 class MultiplyFixedWidth(Task):
@@ -124,7 +124,6 @@ class MultiplyByTwoDigits(MultiplyFixedWidth):
     self_width = 3  # back to the same slot of the previous column (M + 1 steps)
     cpi_period = 3  # the block: q0, q1, s
     pattern = re.compile(r"\d+\*\d\d")
-    tables = TableEntry(table="beyond", order=12)
 
 
 class MultiplyByThreeDigits(MultiplyFixedWidth):
@@ -136,4 +135,3 @@ class MultiplyByThreeDigits(MultiplyFixedWidth):
     self_width = 4  # back to the same slot of the previous column (M + 1 steps)
     cpi_period = 4  # the block: q0, q1, q2, s
     pattern = re.compile(r"\d+\*\d\d\d")
-    tables = TableEntry(table="beyond", order=14)

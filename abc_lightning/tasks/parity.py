@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from abc_lightning.tasks.base import TableEntry, Task, pad_left, sample_decimal
+from abc_lightning.tasks.base import Task, pad_left, sample_decimal
 
 
 def decimal_to_bits(digits: np.ndarray, width: int) -> np.ndarray:
@@ -39,8 +39,6 @@ class Parity(Task):
     arity = 1
     base = 2
     pattern = re.compile(r"[01]+")
-    tables = TableEntry(order=2, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
-                        vanilla_label="Vanilla + scratchpad")
 
     def symbols(self, length: int) -> int:
         return (10**length - 1).bit_length()
@@ -79,9 +77,6 @@ class ParityClassification(Parity):
     """
 
     name = "parity_classification"
-    # one row: the classifier the scratchpad is compared with
-    tables = TableEntry(order=3, rows=("vanilla",), vanilla_label="Transformer (classification)",
-                        paper_note="52.0 / 52.6 at any length (Delétang / Ruoss)", baselines=False, abc=False)
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
         return super().target(operands)[:, -1:]

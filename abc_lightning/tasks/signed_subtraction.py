@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning import vocab
 from abc_lightning.biases.windows import Needs
-from abc_lightning.tasks.base import TableEntry, Task, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, spread
 from abc_lightning.tasks.subtraction import subtract_columns
 
 PLUS, MINUS = vocab.TOKEN["+"], vocab.TOKEN["-"]
@@ -64,7 +64,6 @@ class SignedSubtraction(Task):
     self_width = 2  # back to the same stream of the previous column
     cpi_period = 2  # the block: r, d
     form = "aligned"  # its windows are drawn on the aligned form
-    tables = TableEntry(table="beyond", order=13)
     answer_tokens = frozenset(range(10)) | {PLUS, MINUS}
     # Random pairs are never equal (about one pair in 10^6), and for a ≠ b exactly one of the
     # top r and top d digits is 9, so "minus iff the top d is 0" fits every pool row as well

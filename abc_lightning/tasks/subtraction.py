@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from abc_lightning.errors import InputError
-from abc_lightning.tasks.base import TableEntry, Task, cycle, pad_left, sample_decimal, spread
+from abc_lightning.tasks.base import Task, cycle, pad_left, sample_decimal, spread
 
 
 def subtract_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,7 +63,6 @@ class Subtraction(Task):
     cpi_period = 2
     failing_periods = {3: "under T=3, seed 1 of configs/abs.yaml --data=Subtraction was right at widths ≡ 2 "
                           "(mod 3) only: 100% at 6 digits, 0% at 10 and 20, 99.07% at 60, 0% at 599 and 601"}
-    tables = TableEntry(table="beyond", order=10)
 
     def from_pool(self, values: list[np.ndarray]) -> list[np.ndarray]:
         return list(larger_first(*super().from_pool(values)))

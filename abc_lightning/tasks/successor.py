@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from abc_lightning.tasks.base import TableEntry, Task, add_columns, cycle, spread
+from abc_lightning.tasks.base import Task, add_columns, cycle, spread
 
 
 class Successor(Task):
@@ -21,8 +21,6 @@ class Successor(Task):
     name = "successor"
     arity = 1
     pattern = re.compile(r"\d+")
-    tables = TableEntry(order=0, paper={"vanilla": 0.0, "w1": 100.0, "cpi": 100.0, "nope_w1": 100.0},
-                        paper_abc={"vanilla": 0.0, "rope": 0.0, "alibi": 0.0, "ABC": 100.0})
 
     def target(self, operands: list[np.ndarray]) -> np.ndarray:
         return add_columns(operands[0], 1)
