@@ -23,8 +23,8 @@ import os
 import time
 from pathlib import Path
 
-from operands import (SCHEMES, cli, command_line, commit, device, devices, finished_fit, scheme_dir, scheme_records,
-                      write_summary)
+from operands import (SCHEMES, cli, command_line, commit, device, devices, finished_fit, kept_record, remark,
+                      scheme_dir, scheme_records, seconds, write_summary)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -48,18 +48,6 @@ def tested_rows(folder: Path, name: str, second: int | None) -> list[dict] | Non
         return None
     return [{"second": row["length"] if second is None else second, **row}
             for row in json.loads(found[-1].read_text())["rows"]]
-
-
-def seconds(path: Path) -> float | None:
-    """A time kept beside a run (``seed<S>.train_seconds``, ``test_<name>/seconds``), so a
-    record written in a later call still has it; None where it was not kept."""
-    return float(path.read_text()) if path.exists() else None
-
-
-def remark(work: Path, seed: int) -> str:
-    """A remark kept by hand beside a seed's runs (``seed<S>.note``: what ran beside it), or ''."""
-    path = work / f"seed{seed}.note"
-    return path.read_text().strip() if path.exists() else ""
 
 
 def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> None:
@@ -111,24 +99,7 @@ def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> N
 
 def partial_record(folder: Path, scheme: str) -> dict | None:
     """A seed whose fit finished and whose tests did not all: the tests it has, marked."""
-    seed, work = int(folder.name.removeprefix("seed")), folder.parent
-    if (work / f"seed{seed}.json").exists() or finished_fit(folder) is None:
-        return None
-    rows, missing = [], []
-    for name, _, second, _ in TESTS:
-        done = tested_rows(folder, name, second)
-        rows += done or []
-        missing += [] if done else [name]
-    if not rows:
-        return None
-    info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
-    tests = [seconds(p) for p in folder.glob("test_*/seconds")]
-    return {"scheme": scheme, "seed": seed, "rows": rows, "train_seconds": seconds(work / f"seed{seed}.train_seconds"),
-            "test_seconds": round(sum(tests), 1) if tests else None,
-            **({"devices": devices(work, seed, [name for name, *_ in TESTS])} if devices(work, seed, [name for name, *_ in TESTS]) else {}),
-            "commit": (info["git_commit"] or "unknown")[:7], "threads": info["torch_threads"],
-            "note": "; ".join(filter(None, [remark(work, seed), f"partial: not yet tested at {', '.join(missing)} "
-                                                          "(`run` finishes it)"]))}
+    return kept_record(folder, scheme, {name: tested_rows(folder, name, second) for name, _, second, _ in TESTS})
 
 
 def speed(seed: int, samples: int = 20) -> None:

@@ -113,6 +113,46 @@ def finished_fit(folder: Path) -> Path | None:
     return max(done, key=lambda p: p.stat().st_mtime) if done else None
 
 
+def seconds(path: Path) -> float | None:
+    """A time kept beside a run (``seed<S>.train_seconds``, ``test_<name>/seconds``), so a
+    record written in a later call still has it; None where it was not kept."""
+    return float(path.read_text()) if path.exists() else None
+
+
+def remark(work: Path, seed: int) -> str:
+    """A remark kept by hand beside a seed's runs (``seed<S>.note``: what ran beside it), or ''."""
+    path = work / f"seed{seed}.note"
+    return path.read_text().strip() if path.exists() else ""
+
+
+def kept_record(folder: Path, scheme: str, tested: dict[str, list[dict] | None]) -> dict | None:
+    """A seed whose fit finished and whose tests did not all (``tested``: each test's rows,
+    None where it has not run): the tests it has, marked partial; None where it has a record,
+    no finished fit or no test yet."""
+    seed, work = int(folder.name.removeprefix("seed")), folder.parent
+    if (work / f"seed{seed}.json").exists() or finished_fit(folder) is None:
+        return None
+    rows = [row for done in tested.values() for row in done or []]
+    missing = [name for name, done in tested.items() if done is None]
+    if not rows:
+        return None
+    info = json.loads(max(folder.glob("abs/version_*/run_info.json")).read_text())
+    tests = [seconds(p) for p in folder.glob("test_*/seconds")]
+    where = devices(work, seed, list(tested))
+    made = info["git_commit"] or "unknown"
+    return {"scheme": scheme, "seed": seed, "rows": rows, "train_seconds": seconds(work / f"seed{seed}.train_seconds"),
+            "test_seconds": round(sum(t for t in tests if t), 1) if tests else None, **({"devices": where} if where else {}),
+            "commit": made[:7] + ("-dirty" if made.endswith("-dirty") else ""), "threads": info["torch_threads"],
+            "note": "; ".join(filter(None, [remark(work, seed), f"partial: not yet tested at {', '.join(missing)} "
+                                                          "(`run` finishes it)"]))}
+
+
+def tested(folder: Path, k: int) -> list[dict] | None:
+    """The rows of a finished test at ``k`` operands (``test_k<k>/``), tagged, or None."""
+    found = sorted((folder / f"test_k{k}").glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
+    return [{"operands": k, **row} for row in json.loads(found[-1].read_text())["rows"]] if found else None
+
+
 def run_seed(seed: int, scheme: str = "abs") -> None:
     work = scheme_dir(WORK, scheme)
     record_path = work / f"seed{seed}.json"
@@ -140,10 +180,8 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
             (test_dir / "seconds").write_text(str(round(took, 1)))
             if device() != "CPU":
                 (test_dir / "device").write_text(device())
-        kept = test_dir / "seconds"
-        test_s += float(kept.read_text()) if kept.exists() else 0.0
-        found = max(test_dir.glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
-        rows += [{"operands": k, **row} for row in json.loads(found.read_text())["rows"]]
+        test_s += seconds(test_dir / "seconds") or 0.0
+        rows += tested(folder, k)
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
@@ -201,9 +239,17 @@ def write_summary(out: Path, records: list[dict], title: str, intro: str, head: 
              *(fmt(rows.get(key, {}).get("worst")) for rows in by_record)] for key in keys]
     lines = [title, "", intro + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""), "",
              *markdown.table([*head, *(column(r) for r in records), *(f"worst, {column(r)}" for r in records)], body)]
-    failing = [f"- {column(r)}, {where(row)}: "
-               + ", ".join(f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100)
-               for r in records for row in r["rows"] if any(v < 100 for v in row.get("worst_families", {}).values())]
+    def fails(row):
+        return [f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100]
+
+    failing = []
+    for r in records:
+        bad = [row for row in r["rows"] if fails(row)]
+        if bad and len(bad) == len(r["rows"]) and len(bad) > 3:  # a model that fails everywhere: one line
+            failing.append(f"- {column(r)}: below 100% at every shape tested ({len(bad)}), e.g. "
+                           f"{where(bad[0])}: {', '.join(fails(bad[0]))}")
+        else:
+            failing += [f"- {column(r)}, {where(row)}: " + ", ".join(fails(row)) for row in bad]
     if failing:
         lines += ["", "Worst-case families below 100%:", "", *failing]
     times = ", ".join(f"{column(r)} " + (f"{r['train_seconds']:.0f} s train, " if r["train_seconds"] else "")
@@ -216,7 +262,10 @@ def write_summary(out: Path, records: list[dict], title: str, intro: str, head: 
 
 
 def summary() -> None:
-    records = sorted(scheme_records(WORK), key=lambda r: (list(SCHEMES).index(r["scheme"]), r["seed"]))
+    records = scheme_records(WORK)
+    records += [r for scheme in SCHEMES for folder in scheme_dir(WORK, scheme).glob("seed*/")
+                if (r := kept_record(folder, scheme, {f"k{k}": tested(folder, k) for k in GRID})) is not None]
+    records.sort(key=lambda r: (list(SCHEMES).index(r["scheme"]), r["seed"]))
     if not records:
         raise SystemExit(f"operands: no records in {WORK}; run `python benchmarks/operands.py run` first")
     seeds = [r["seed"] for r in records if r["scheme"] == "abs"]
