@@ -171,14 +171,15 @@ def abs_rows(table: str) -> list[Cell]:
     """Table 1's rows (vanilla, + w=1, + T, NoPE + w=1) for the tasks of ``table``."""
     cells = []
     for name, task in _tasks(table).items():
-        for row in table_entry(name).rows:
+        entry = table_entry(name)
+        for row in entry.rows:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "cpi":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
-            cells.append(Cell(name, label or table_entry(name).vanilla_label, config, table_entry(name).paper.get(row),
+            cells.append(Cell(name, label or entry.vanilla_label, config, entry.paper.get(row),
                               (*task_flags(name), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
-                              note=table_entry(name).paper_note if row == "vanilla" else ""))
+                              note=entry.paper_note if row == "vanilla" else ""))
     return cells
 
 
@@ -224,11 +225,12 @@ def abc_cells(table: str) -> list[Cell]:
     retraining (the lowest validation loss can belong to the interpolation phase, before any
     bias exists)."""
     rows = []
-    for name, task in _tasks(table).items():
+    for name in _tasks(table):
+        paper = table_entry(name).paper_abc
         if table_entry(name).abc:
             config, over = ABC, (data_flag(name),)
-            label = "ABC" if "ABC" in table_entry(name).paper_abc else "ABC (beyond the paper)"
-            rows.append(Cell(name, label, config, table_entry(name).paper_abc.get("ABC"), over, f"abc_{name}", checkpoint="last",
+            label = "ABC" if "ABC" in paper else "ABC (beyond the paper)"
+            rows.append(Cell(name, label, config, paper.get("ABC"), over, f"abc_{name}", checkpoint="last",
                              curve=True, home=table if table != "table1" else "table3", long=True,
                              note="– (the paper's vanilla model does not interpolate parity)" if name == "parity" else ""))
     return rows

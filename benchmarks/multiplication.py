@@ -23,8 +23,8 @@ import os
 import time
 from pathlib import Path
 
-from operands import (SCHEMES, cli, command_line, commit, device, devices, finished_fit, kept_record, remark,
-                      scheme_dir, scheme_records, seconds, write_summary)
+from operands import (SCHEMES, cli, command_line, commit, devices, finished_fit, keep_device, kept_record, remark,
+                      scheme_dir, scheme_records, seconds, test_rows, write_summary)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "multiplication"
@@ -43,11 +43,7 @@ TESTS = [("square", SQUARE, None, SAMPLES)] + [(f"{n}x{m}", [n], m, k) for (n, m
 def tested_rows(folder: Path, name: str, second: int | None) -> list[dict] | None:
     """The rows of a finished test of this seed (``test_<name>/``), tagged with the
     multiplier's length, or None where it has not finished."""
-    found = sorted((folder / f"test_{name}").glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        return None
-    return [{"second": row["length"] if second is None else second, **row}
-            for row in json.loads(found[-1].read_text())["rows"]]
+    return test_rows(folder, name, lambda row: {"second": row["length"] if second is None else second})
 
 
 def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> None:
@@ -63,8 +59,7 @@ def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> N
     if not finished_fit(folder):  # a finished fit is kept
         timed.write_text(str(round(cli([*fit, *seeds, f"--trainer.logger.init_args.save_dir={folder}"],
                                        work / f"seed{seed}.fit.log"), 1)))
-        if device() != "CPU":
-            (work / f"seed{seed}.device").write_text(device())
+        keep_device(work / f"seed{seed}.device")
     train_s = seconds(timed)
     ckpt = finished_fit(folder)
     rows, test_s, skipped = [], 0.0, []
@@ -80,19 +75,18 @@ def run_seed(seed: int, only: list[str] | None = None, scheme: str = "abs") -> N
                         f"--trainer.logger.init_args.save_dir={folder / f'test_{name}'}"],
                        work / f"seed{seed}.{name}.log")
             (folder / f"test_{name}" / "seconds").write_text(str(round(took, 1)))
-            if device() != "CPU":
-                (folder / f"test_{name}" / "device").write_text(device())
+            keep_device(folder / f"test_{name}" / "device")
             done = tested_rows(folder, name, second)
         test_s += seconds(folder / f"test_{name}" / "seconds") or 0.0
         rows += done
     if skipped:
         print(f"seed {seed}: not yet tested at {', '.join(skipped)} (--tests); no record yet, `summary` shows the rest")
         return
+    where, note = devices(work, seed, [name for name, *_ in TESTS]), remark(work, seed)
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": train_s, "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
-              **({"devices": devices(work, seed, [name for name, *_ in TESTS])} if devices(work, seed, [name for name, *_ in TESTS]) else {}),
-              **({"note": remark(work, seed)} if remark(work, seed) else {})}
+              **({"devices": where} if where else {}), **({"note": note} if note else {})}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"{scheme} seed {seed}: recorded in {record_path}")
 

@@ -147,10 +147,22 @@ def kept_record(folder: Path, scheme: str, tested: dict[str, list[dict] | None])
                                                           "(`run` finishes it)"]))}
 
 
+def test_rows(folder: Path, name: str, tag) -> list[dict] | None:
+    """The rows of a seed's finished test ``name`` (its latest ``test_<name>/`` table), each
+    with ``tag(row)``'s keys added, or None where that test has not finished."""
+    found = sorted((folder / f"test_{name}").glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
+    return [{**tag(row), **row} for row in json.loads(found[-1].read_text())["rows"]] if found else None
+
+
 def tested(folder: Path, k: int) -> list[dict] | None:
     """The rows of a finished test at ``k`` operands (``test_k<k>/``), tagged, or None."""
-    found = sorted((folder / f"test_k{k}").glob("**/test_accuracy.json"), key=lambda p: p.stat().st_mtime)
-    return [{"operands": k, **row} for row in json.loads(found[-1].read_text())["rows"]] if found else None
+    return test_rows(folder, f"k{k}", lambda row: {"operands": k})
+
+
+def keep_device(path: Path) -> None:
+    """Where a fit or test just ran, kept in ``path`` beside its time when it is not the CPU."""
+    if (name := device()) != "CPU":
+        path.write_text(name)
 
 
 def run_seed(seed: int, scheme: str = "abs") -> None:
@@ -166,26 +178,25 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
     timed = work / f"seed{seed}.train_seconds"  # kept beside the fit, for a record written in a later call
     if not finished_fit(folder):  # a finished fit is kept
         timed.write_text(str(round(cli([*fit, *seeds, *save], work / f"seed{seed}.fit.log"), 1)))
-        if device() != "CPU":
-            (work / f"seed{seed}.device").write_text(device())
-    train_s = float(timed.read_text()) if timed.exists() else None
+        keep_device(work / f"seed{seed}.device")
+    train_s = seconds(timed)
     ckpt = finished_fit(folder)
     rows, test_s, tests = [], 0.0, [f"k{k}" for k in GRID]
     for k, lengths in GRID.items():
         test_dir = folder / f"test_k{k}"
-        if not list(test_dir.glob("**/test_accuracy.json")):  # a finished test is kept, so runs over calls add up
+        if tested(folder, k) is None:  # a finished test is kept, so runs over calls add up
             took = cli(["test", "--ckpt_path", str(ckpt), f"--data.operands={k}", f"--data.test_lengths={lengths}",
                         f"--data.test_samples={SAMPLES}", f"--trainer.logger.init_args.save_dir={test_dir}"],
                        work / f"seed{seed}.k{k}.log")
             (test_dir / "seconds").write_text(str(round(took, 1)))
-            if device() != "CPU":
-                (test_dir / "device").write_text(device())
+            keep_device(test_dir / "device")
         test_s += seconds(test_dir / "seconds") or 0.0
         rows += tested(folder, k)
+    where = devices(work, seed, tests)
     record = {"seed": seed, "command": " ".join(["python -m abc_lightning", *fit, *seeds]), "rows": rows,
               "train_seconds": None if train_s is None else round(train_s, 1), "test_seconds": round(test_s, 1),
               "commit": commit(), "threads": os.environ.get("OMP_NUM_THREADS", "all"),
-              **({"devices": devices(work, seed, tests)} if devices(work, seed, tests) else {})}
+              **({"devices": where} if where else {})}
     record_path.write_text(json.dumps(record, indent=2))
     print(f"{scheme} seed {seed}: recorded in {record_path}")
 
@@ -231,14 +242,15 @@ def write_summary(out: Path, records: list[dict], title: str, intro: str, head: 
     a column per record (scheme and seed) on random inputs, then one per record on the worst
     cases; the worst-case families below 100% (``where(row)`` names the shape), each
     record's times and devices, and ``speed`` (a paragraph, or '')."""
-    by_record = [{key_of(row): row for row in r["rows"]} for r in records]
-    keys = sorted({key for rows in by_record for key in rows}, key=order)
     from abc_lightning import markdown
 
+    by_record = [{key_of(row): row for row in r["rows"]} for r in records]
+    keys = sorted({key for rows in by_record for key in rows}, key=order)
     body = [[*cells(key), *(fmt(rows.get(key, {}).get("accuracy")) for rows in by_record),
              *(fmt(rows.get(key, {}).get("worst")) for rows in by_record)] for key in keys]
     lines = [title, "", intro + (SCHEMES_NOTE if len({r["scheme"] for r in records}) > 1 else ""), "",
              *markdown.table([*head, *(column(r) for r in records), *(f"worst, {column(r)}" for r in records)], body)]
+
     def fails(row):
         return [f"{name} {fmt(v)}%" for name, v in row.get("worst_families", {}).items() if v < 100]
 
