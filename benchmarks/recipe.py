@@ -73,6 +73,12 @@ CANDIDATES = {
                                  ["--bias.phases.patience=5", "--bias.retraining.budget=0.9",
                                   "--bias.retraining.lr=0.002", "--bias.retraining.dropout=keep",
                                   "--data.carry_rich=0.1"]),
+    "abc_interp5_lr2e3_fresh09_rich": ("ABC, as abc_interp5_fresh09_rich, interpolating at a 2e-3 rate (100 warmup "
+                                       "steps, then constant) instead of 1e-3",
+                                       ["--model.lr=0.002", "--model.warmup_steps=100",
+                                        "--bias.phases.patience=5", "--bias.retraining.budget=0.9",
+                                        "--bias.retraining.lr=0.002", "--bias.retraining.dropout=keep",
+                                        "--data.carry_rich=0.1"]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),
