@@ -96,6 +96,8 @@ CANDIDATES = {
                     "--model.lr_schedule=cosine", "--data.batch_size=256"]),
     "cos2k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 2,000 steps",
               ["--trainer.max_epochs=10", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
+    "cos4k": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 4,000 steps",
+              ["--trainer.max_epochs=20", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
     "lin1k": ("Adam 2e-3 peak, 100 warmup steps, linear to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=linear"]),
 }
