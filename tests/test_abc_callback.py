@@ -85,7 +85,8 @@ def test_bias_artifact_loading_refuses_pickled_code_and_foreign_files(tmp_path):
 
 def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
     cli = ABCLightningCLI(args=["--config", DEBUG, "--model.dropout=0.0"], run=False)
-    callback = AttentionBiasCalibration(lines=Lines(samples=8), retraining=Retraining(dropout=0.25, positional="keep", anneal="off"))
+    retraining = Retraining(dropout=0.25, positional="keep", anneal="off", lr="keep", budget="patience")
+    callback = AttentionBiasCalibration(lines=Lines(samples=8), retraining=retraining)
     dropouts = [m for m in cli.model.modules() if isinstance(m, torch.nn.Dropout)]
     callback.on_fit_start(None, cli.model)  # interpolation phase: the model's own dropout
     assert dropouts and all(m.p == 0.0 for m in dropouts)

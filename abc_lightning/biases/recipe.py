@@ -23,9 +23,11 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   read (a vertical keeps to its operand's nearer end), decoder lines along diagonals with
   verticals on the start token only, a layer without lines closed to its first key (not
   opened), a growing operand that no line above κ reads given its best line below κ
-  (``cover``), and retraining from fresh weights with dropout 0.1, the rate annealed ×0.1
-  once the threshold is reached and held for 30 validations, a position-wise encoder and
-  no positional signal but the bias.
+  (``cover``), calibration once the interpolation has held 99% for 5 validations, and
+  retraining from fresh weights without dropout at 2e-3 along a cosine to 0 for 0.9 of the
+  interpolation's steps, with a position-wise encoder and no positional signal but the
+  bias. ``configs/abc.yaml`` adds what is not the bias's: interpolation at 2e-3 after 100
+  warmup steps, and a tenth of the training rows carry-rich.
   Each option's docstring below says what it does; docs/history.md says why each departure
   from the paper was needed.
 """
@@ -208,14 +210,14 @@ PAPER = Recipe(
 )
 
 PROJECT = Recipe(
-    Phases(threshold=0.99, patience=2, retrain_patience=30),
+    Phases(threshold=0.99, patience=5, retrain_patience=30),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
           self_directions=[1, 0], self_verticals=1, encoder_directions=[1], source="weights", reduce="sum",
           kappa_cross=3.0, kappa_self=0.3, lineless="union", vertical="nearest", empty_layer="first",
           cover="operands"),
     Extension(align="segments", encoder_align="relative", soft=False),
-    Retraining(reinitialize=True, dropout=0.1, lr="keep", anneal=0.1, positional="none", encoder_diagonal=True,
-               budget="patience"),
+    Retraining(reinitialize=True, dropout="keep", lr=0.002, anneal=0.1, positional="none", encoder_diagonal=True,
+               budget=0.9),
 )
 
 PRESETS: dict[str, Recipe] = {"paper": PAPER, "project": PROJECT}
