@@ -32,6 +32,11 @@ TEST_LENGTHS = [*SHORT, 6, 10, 15, 20, 60]
 
 #: candidate -> (what it is, overrides on top of each cell's own command). One 'epoch' is 200 steps.
 #: Candidates named abc_* are ABC's (Table 3's cells, ``reproduce table3``); the rest ABS's (Table 1's).
+# calibrate after 5 validations at 99%, retrain from fresh weights without dropout at 2e-3 on a cosine
+# for 0.9 of the interpolation's steps, a tenth of the rows carry-rich
+INTERP5_FRESH09_RICH = ["--bias.phases.patience=5", "--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
+                        "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]
+
 CANDIDATES = {
     "abc_patience": ("ABC, the project preset: retraining ends after 30 validations at 99% (Table 3 at 0d32ca6)", []),
     "abc_budget1": ("ABC, retraining for as many steps as the interpolation took, rate on a cosine to 0",
@@ -70,15 +75,11 @@ CANDIDATES = {
                                        "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]),
     "abc_interp5_fresh09_rich": ("ABC, as abc_fresh09_lr2e3_nodrop_rich, calibrating once the interpolation has "
                                  "held 99% for 5 validations (not 2)",
-                                 ["--bias.phases.patience=5", "--bias.retraining.budget=0.9",
-                                  "--bias.retraining.lr=0.002", "--bias.retraining.dropout=keep",
-                                  "--data.carry_rich=0.1"]),
+                                 INTERP5_FRESH09_RICH),
     "abc_interp5_lr2e3_fresh09_rich": ("ABC, as abc_interp5_fresh09_rich, interpolating at a 2e-3 rate (100 warmup "
-                                       "steps, then constant) instead of 1e-3",
-                                       ["--model.lr=0.002", "--model.warmup_steps=100",
-                                        "--bias.phases.patience=5", "--bias.retraining.budget=0.9",
-                                        "--bias.retraining.lr=0.002", "--bias.retraining.dropout=keep",
-                                        "--data.carry_rich=0.1"]),
+                                       "steps, then constant) instead of 1e-3: the project preset and "
+                                       "configs/abc.yaml since it was chosen",
+                                       ["--model.lr=0.002", "--model.warmup_steps=100", *INTERP5_FRESH09_RICH]),
     "const8k": ("Adam 1e-3 constant, 8,000 steps (configs/abs.yaml of Table 1 at 0d32ca6)",
                 ["--trainer.max_epochs=40", "--model.lr=0.001", "--model.warmup_steps=0",
                  "--model.lr_schedule=constant"]),

@@ -26,8 +26,9 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   (``cover``), calibration once the interpolation has held 99% for 5 validations, and
   retraining from fresh weights without dropout at 2e-3 along a cosine to 0 for 0.9 of the
   interpolation's steps, with a position-wise encoder and no positional signal but the
-  bias. ``configs/abc.yaml`` adds what is not the bias's: interpolation at 2e-3 after 100
-  warmup steps, and a tenth of the training rows carry-rich.
+  bias (its ``retrain_patience`` 30 and ``anneal`` 0.1 apply only under ``budget:
+  patience``). ``configs/abc.yaml`` adds what is not the bias's: interpolation at 2e-3 after
+  100 warmup steps, and a tenth of the training rows carry-rich.
   Each option's docstring below says what it does; docs/history.md says why each departure
   from the paper was needed.
 """
