@@ -33,6 +33,25 @@ def test_every_link_leads_somewhere(page):
     assert not missing, f"{page.name} links to {missing}"
 
 
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@_pages()
+def test_every_anchor_names_a_heading(page):
+    """``[…](results.md#the-training-recipe)`` leads to a heading of that page."""
+    missing = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", _text(page)):
+        linked = page if not target else page.parent / target
+        if linked.suffix != ".md" or not linked.exists():
+            continue
+        headings = {_slug(line.lstrip("#")) for line in _text(linked).splitlines() if line.startswith("#")}
+        if anchor not in headings:
+            missing.append(f"{target}#{anchor}")
+    assert not missing, f"{page.name} links to anchors that no heading makes: {missing}"
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if p.name != "history.md"], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_it_names_exists(page):
     """Paths of this repository (history.md tells of removed ones); a path with a
