@@ -92,3 +92,15 @@ def test_every_flag_it_names_is_an_option(page):
     data module, the LightningModule, a bias strategy or the Trainer."""
     wrong = sorted({f"--{kind}.{key}" for kind, key in FLAG.findall(_text(page)) if key not in _keys(kind)})
     assert not wrong, f"{page.name} names options that do not exist: {wrong}"
+
+
+def test_readme_results_table_is_the_committed_tables():
+    """Every figure of the README's table comes from results/*.json (scripts/readme_table.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_table", ROOT / "scripts" / "readme_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    made = module.table(ROOT / "results")
+    assert made.count("\n") >= 10  # a header, its rule and a row per cell
+    assert made in _text(ROOT / "README.md"), "README's results table differs: python scripts/readme_table.py --write"
