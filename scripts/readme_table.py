@@ -16,10 +16,10 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from abc_lightning.cells import table_entry
+from abc_lightning.tables import fmt, short_inputs, spread_of
 
-from abc_lightning.tables import fmt, short_inputs, spread_of  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NAMES = {"successor": "successor", "addition": "addition", "parity": "parity", "nx1": "N×1",
          "subtraction": "subtraction", "signed_subtraction": "signed subtraction",
@@ -42,28 +42,35 @@ def _row(task: str, cell: str, records: list[dict], paper: str) -> list[str]:
             spread_of([short_inputs(r) for r in records]), *figures, paper]
 
 
+def _is_abs(label: str) -> bool:
+    """Table 1's and the beyond table's + T row (not the encoder-window one)."""
+    return label.startswith("+ T=") and "encoder" not in label
+
+
+def _is_abc(label: str) -> bool:
+    """Table 3's ABC row under the project preset (``ABC`` or ``ABC (beyond the paper)``)."""
+    return label.startswith("ABC") and "paper's preset" not in label
+
+
 def _cells(table: dict, task: str, chosen) -> list[dict]:
     return sorted((c for c in table["cells"] if c["task"] == task and chosen(c["label"])), key=lambda c: c.get("seed") or 0)
 
 
 def table(results: Path) -> str:
-    from abc_lightning.cells import table_entry
-
     t1, t3 = (json.loads((results / f"{t}.json").read_text()) for t in ("table1", "table3"))
     beyond = json.loads((results / "beyond.json").read_text())
     lines = []
     for task in PAPER_TASKS:
         paper = table_entry(task).paper
-        abs_ = _cells(t1, task, lambda label: label.startswith("+ T=") and "encoder" not in label)
+        abs_ = _cells(t1, task, _is_abs)
         if abs_:
             lines.append(_row(NAMES[task], f"ABS {abs_[0]['label']}", abs_, fmt(paper.get("cpi")) if "cpi" in paper else "–"))
-        abc = _cells(t3, task, lambda label: label.startswith("ABC") and "paper's preset" not in label)
+        abc = _cells(t3, task, _is_abc)
         if abc:
             paper_abc = table_entry(task).paper_abc
-            label = "ABC" if "ABC" in paper_abc else "ABC (beyond the paper)"
-            lines.append(_row(NAMES[task], label, abc, fmt(paper_abc["ABC"]) if "ABC" in paper_abc else "–"))
+            lines.append(_row(NAMES[task], abc[0]["label"], abc, fmt(paper_abc["ABC"]) if "ABC" in paper_abc else "–"))
     for task in BEYOND_TASKS:
-        abs_ = _cells(beyond, task, lambda label: label.startswith("+ T=") and "encoder" not in label)
+        abs_ = _cells(beyond, task, _is_abs)
         if abs_:
             lines.append(_row(f"{NAMES[task]} (beyond)", f"ABS {abs_[0]['label']}", abs_, "–"))
     out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
