@@ -7,8 +7,8 @@
 cell's own command plus the candidate's overrides), two at a time with one torch thread
 each, into ``runs/recipe/<candidate>/`` (ignored by git; finished runs are skipped, so a
 search spread over sessions adds up). ``summary`` reads every finished run there and writes
-one table and its JSON, ``results/recipe_search.{md,json}``: per candidate and cell, the
-steps trained and the lowest accuracy over the seeds at 1-5 digits (short inputs), 6-20, 60,
+one table and its JSON, ``results/recipe_search.{md,json}`` (rows of the previous summary
+that have no records here are kept as they were): per candidate and cell, the steps trained and the lowest accuracy over the seeds at 1-5 digits (short inputs), 6-20, 60,
 599-601 and on every worst case, with the command that remakes each run.
 
 A candidate is picked on seeds 0-2 only; seeds 5-9 are its held-out report.
@@ -157,12 +157,23 @@ def summarize(records: list[dict]) -> dict:
             "command": records[0]["command"]}
 
 
+def group_order(item: tuple[str, dict]) -> int:
+    return ["picked on", "other", "held out"].index(item[0]) if item[0] in ("picked on", "other", "held out") else 3
+
+
 def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")
 
 
 def summary(seed_sets: dict[str, list[int]]) -> None:
     table = {}
+    # rows of the previous summary whose records are not under runs/recipe (made in an earlier
+    # session or on another machine) are kept as they were; a (candidate, seeds, cell) row with
+    # records here is remade from them
+    previous = json.loads(OUT.with_suffix(".json").read_text())["results"] if OUT.with_suffix(".json").exists() else {}
+    for cand, groups in previous.items():
+        for group, cells in groups.items():
+            table.setdefault(cand, {}).setdefault(group, {}).update(cells)
     for cand_dir in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name in CANDIDATES):
         for group, seeds in seed_sets.items():
             by_cell: dict[str, list[dict]] = {}
@@ -178,6 +189,8 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
              "length and worst case tested. *retrain ÷ interpolate*: ABC's phase times, the largest over the seeds. One torch thread per run, two runs at a time. Picked on seeds 0-2; "
              "seeds 5-9 are held out. Remake: `OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates <c> "
              "--cells <cell> --seeds <s>`, then `python benchmarks/recipe.py summary`.", ""]
+    table = {cand: {g: dict(sorted(cells.items())) for g, cells in sorted(groups.items(), key=group_order)}
+             for cand, groups in sorted(table.items())}
     for cand, groups in table.items():
         lines += [f"### `{cand}`: {CANDIDATES[cand][0]}", "", "`" + " ".join(CANDIDATES[cand][1]) + "`", "",
                   "| seeds | cell | exact | ≥ 99 at 60 | steps | train s | retrain ÷ interpolate | 1-5 | 6-20 | 60 | "
