@@ -8,7 +8,8 @@ cell's own command plus the candidate's overrides), two at a time with one torch
 each, into ``runs/recipe/<candidate>/`` (ignored by git; finished runs are skipped, so a
 search spread over sessions adds up). ``summary`` reads every finished run there and writes
 one table and its JSON, ``results/recipe_search.{md,json}`` (rows of the previous summary
-that have no records here are kept as they were): per candidate and cell, the steps trained and the lowest accuracy over the seeds at 1-5 digits (short inputs), 6-20, 60,
+that have no records here are kept as they were): per candidate, cell and CPU, the steps
+trained and the lowest accuracy over the seeds at 1-5 digits (short inputs), 6-20, 60,
 599-601 and on every worst case, with the command that remakes each run.
 
 A candidate is picked on seeds 0-2 only; seeds 5-9 are its held-out report.
@@ -157,8 +158,11 @@ def summarize(records: list[dict]) -> dict:
             "command": records[0]["command"]}
 
 
-def group_order(item: tuple[str, dict]) -> int:
-    return ["picked on", "other", "held out"].index(item[0]) if item[0] in ("picked on", "other", "held out") else 3
+def group_order(item: tuple[str, dict]) -> tuple[int, str]:
+    """Rows picked on first, then other seeds, then held out; rows of earlier summaries, which
+    do not name their CPU, before those that do."""
+    kind = item[0].split(",")[0]
+    return ["picked on", "other", "held out"].index(kind) if kind in ("picked on", "other", "held out") else 3, item[0]
 
 
 def fmt(x) -> str:
@@ -176,19 +180,24 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
             table.setdefault(cand, {}).setdefault(group, {}).update(cells)
     for cand_dir in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name in CANDIDATES):
         for group, seeds in seed_sets.items():
-            by_cell: dict[str, list[dict]] = {}
+            by_cell: dict[tuple[str, str], list[dict]] = {}  # (group and CPU, cell) -> records
             for path in sorted((cand_dir / table_of(cand_dir.name)).glob("*.json")):
                 rec = json.loads(path.read_text())
-                if rec["seed"] in seeds:
-                    by_cell.setdefault(path.name.split(".")[0], []).append(rec)
-            for cell, recs in sorted(by_cell.items()):
-                table.setdefault(cand_dir.name, {}).setdefault(group, {})[cell] = summarize(recs)
+                if rec["seed"] in seeds:  # a seed trains another model on another CPU: one row per CPU
+                    by_cell.setdefault((f"{group}, {rec.get('cpu', 'CPU not recorded')}", path.name.split(".")[0]),
+                                       []).append(rec)
+            for (where, cell), recs in sorted(by_cell.items()):
+                table.setdefault(cand_dir.name, {}).setdefault(where, {})[cell] = summarize(recs)
     lines = ["## Recipe search: short schedules against Table 1's ABS verdicts", "",
              "Each row: one candidate on one cell, the lowest figure over the seeds run (accuracy %, "
-             "random inputs; *10000*: the encoder-window cells only; *worst*: every worst-case set tested, 1-10,000 digits). *exact*: seeds at 100% on every "
-             "length and worst case tested. *retrain ÷ interpolate*: ABC's phase times, the largest over the seeds. One torch thread per run, two runs at a time. Picked on seeds 0-2; "
-             "seeds 5-9 are held out. Remake: `OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates <c> "
-             "--cells <cell> --seeds <s>`, then `python benchmarks/recipe.py summary`.", ""]
+             "random inputs; *10000*: the encoder-window cells only; *worst*: every worst-case set tested, "
+             "1-10,000 digits). *exact*: seeds at 100% on every length and worst case tested. "
+             "*retrain ÷ interpolate*: ABC's phase times, the largest over the seeds. One torch thread per run, "
+             "two runs at a time. Picked on seeds 0-2; seeds 5-9 are held out. A row names the CPU its runs "
+             "trained on (a seed trains another model on another CPU); rows without one were recorded before "
+             "the summary named it (docs/results.md says where each search ran). Remake: "
+             "`OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates <c> --cells <cell> --seeds <s>`, "
+             "then `python benchmarks/recipe.py summary`.", ""]
     table = {cand: {g: dict(sorted(cells.items())) for g, cells in sorted(groups.items(), key=group_order)}
              for cand, groups in sorted(table.items())}
     for cand, groups in table.items():
@@ -199,7 +208,8 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
         for group, cells in groups.items():
             for cell, s in cells.items():
                 n = len(s["seeds"])
-                lines.append(f"| {group} ({','.join(map(str, s['seeds']))}) | {cell} | {s['exact']}/{n} | "
+                kind, _, cpu = group.partition(", ")
+                lines.append(f"| {kind} ({','.join(map(str, s['seeds']))}){', ' + cpu if cpu else ''} | {cell} | {s['exact']}/{n} | "
                              f"{s['at60_99']}/{n} | {'/'.join(map(str, sorted(set(s['steps']))))} | "
                              f"{fmt(min(s['train_seconds']))}–{fmt(max(s['train_seconds']))} | "
                              f"{fmt(s['retrain_over_interpolate'])} | {fmt(s['short'])} | "
