@@ -158,23 +158,29 @@ def summarize(records: list[dict]) -> dict:
             "command": records[0]["command"]}
 
 
+#: the summary's seed groups, in the order its rows show them
+SEED_SETS = {"picked on": [0, 1, 2], "other": [3, 4], "held out": [5, 6, 7, 8, 9]}
+
+
 def group_order(item: tuple[str, dict]) -> tuple[int, str]:
-    """Rows picked on first, then other seeds, then held out; rows of earlier summaries, which
-    do not name their CPU, before those that do."""
-    kind = item[0].split(",")[0]
-    return ["picked on", "other", "held out"].index(kind) if kind in ("picked on", "other", "held out") else 3, item[0]
+    """A group ``"<kind>"`` or ``"<kind>, <CPU>"`` sorts by its kind's place in :data:`SEED_SETS`;
+    rows of earlier summaries, which do not name their CPU, come before those that do."""
+    kinds = list(SEED_SETS)
+    kind = item[0].partition(", ")[0]
+    return (kinds.index(kind) if kind in kinds else len(kinds)), item[0]
 
 
 def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def summary(seed_sets: dict[str, list[int]]) -> None:
+def summary(seed_sets: dict[str, list[int]] = SEED_SETS) -> None:
     table = {}
     # rows of the previous summary whose records are not under runs/recipe (made in an earlier
     # session or on another machine) are kept as they were; a (candidate, seeds, cell) row with
     # records here is remade from them
-    previous = json.loads(OUT.with_suffix(".json").read_text())["results"] if OUT.with_suffix(".json").exists() else {}
+    previous_json = OUT.with_suffix(".json")
+    previous = json.loads(previous_json.read_text())["results"] if previous_json.exists() else {}
     for cand, groups in previous.items():
         for group, cells in groups.items():
             table.setdefault(cand, {}).setdefault(group, {}).update(cells)
@@ -209,8 +215,9 @@ def summary(seed_sets: dict[str, list[int]]) -> None:
             for cell, s in cells.items():
                 n = len(s["seeds"])
                 kind, _, cpu = group.partition(", ")
-                lines.append(f"| {kind} ({','.join(map(str, s['seeds']))}){', ' + cpu if cpu else ''} | {cell} | {s['exact']}/{n} | "
-                             f"{s['at60_99']}/{n} | {'/'.join(map(str, sorted(set(s['steps']))))} | "
+                seeds = f"{kind} ({','.join(map(str, s['seeds']))}){', ' + cpu if cpu else ''}"
+                lines.append(f"| {seeds} | {cell} | {s['exact']}/{n} | {s['at60_99']}/{n} | "
+                             f"{'/'.join(map(str, sorted(set(s['steps']))))} | "
                              f"{fmt(min(s['train_seconds']))}–{fmt(max(s['train_seconds']))} | "
                              f"{fmt(s['retrain_over_interpolate'])} | {fmt(s['short'])} | "
                              f"{fmt(s['6-20'])} | {fmt(s['60'])} | {fmt(s['599-601'])} | {fmt(s['10000'])} | {fmt(s['worst'])} |")
@@ -237,7 +244,7 @@ def main() -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for line in pool.map(lambda t: run_one(*t), todo):
                 print(line, flush=True)
-    summary({"picked on": [0, 1, 2], "held out": [5, 6, 7, 8, 9], "other": [3, 4]})
+    summary()
 
 
 if __name__ == "__main__":
