@@ -127,7 +127,7 @@ def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> 
     done = {r["length"] for r in rows}
     new = []
     long = LONG_LENGTHS if task.long_lengths is None else list(task.long_lengths)
-    for wanted, version, lengths, samples in ((cell.long, "long", long, LONG_SAMPLES),
+    for wanted, version, lengths, samples in ((cell.long, "long", long, task.long_samples or LONG_SAMPLES),
                                               (cell.huge, "huge", HUGE_LENGTHS, HUGE_SAMPLES)):
         missing = [n for n in lengths if n not in done and n <= task.max_length]
         if wanted and missing:
@@ -138,14 +138,16 @@ def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> 
 
 def shape_rows(cell: Cell, out_dir: Path, extra: list[str]) -> list[dict]:
     """A task's tests at other shapes (``Task.shape_tests``: more operands, a multiplier of
-    another length), :data:`SHAPE_SAMPLES` random inputs each, each row tagged with its shape."""
+    another length), :data:`SHAPE_SAMPLES` random inputs each (``Task.shape_samples`` where the
+    task sets it), each row tagged with its shape."""
     from abc_lightning.tasks import get_task
 
     rows = []
-    for tag, lengths, flags in get_task(cell.task).shape_tests():
+    task = get_task(cell.task)
+    for tag, lengths, flags in task.shape_tests():
         name = "_".join([*(f"{k}{v}" for k, v in tag.items()), *map(str, lengths)])  # e.g. second60_20
         say(f"[reproduce] {cell.key}: testing {name} at {lengths} digits")
-        found = test_cell(cell, out_dir, extra, name, lengths, SHAPE_SAMPLES, flags)[0]
+        found = test_cell(cell, out_dir, extra, name, lengths, task.shape_samples or SHAPE_SAMPLES, flags)[0]
         rows += [{**tag, **row} for row in found]
     return rows
 

@@ -15,6 +15,20 @@ from abc_lightning.cells import (CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LENG
                                  SHAPE_SAMPLES, WORST_LENGTHS, Cell)
 
 
+def fewer_samples(cells: list[Cell], field: str) -> str:
+    """" (multiplication: 200 at 60)": the tasks of ``cells`` whose ``Task.<field>``
+    (``long_samples``, ``shape_samples``) sets another number of random inputs, or nothing."""
+    from abc_lightning.tasks import get_task
+
+    notes = []
+    for name in dict.fromkeys(c.task for c in cells):
+        task = get_task(name)
+        if getattr(task, field):
+            where = f" at {', '.join(map(str, task.long_lengths))}" if field == "long_samples" and task.long_lengths else ""
+            notes.append(f"{name}: {getattr(task, field)}{where}")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def shape_table(cells: list[Cell], by_key: dict) -> str:
     """The other-shapes section of a table: per cell, accuracy (and worst cases) at each shape
     of its records' ``shape_rows`` (median / min over seeds)."""
@@ -37,7 +51,9 @@ def shape_table(cells: list[Cell], by_key: dict) -> str:
         acc = [spread_of([row.get(k, {}).get("accuracy") for row in rows]) for k in keys]
         worst = [spread_of([row.get(k, {}).get("worst") for row in rows]) for k in keys]
         body.append([cell.task, cell.label, len(recs), *acc, *worst])
-    lines = [f"\n### Other shapes ({SHAPE_SAMPLES} random inputs each, and the worst-case set)\n",
+    shown = [c for c in cells if by_key.get(c.key)]
+    lines = [f"\n### Other shapes ({SHAPE_SAMPLES} random inputs each{fewer_samples(shown, 'shape_samples')}, "
+             "and the worst-case set)\n",
              *markdown.table(["task", "config", "seeds", *keys, *(f"worst {k}" for k in keys)], body)]
     return "\n".join(lines) + "\n"
 
@@ -163,7 +179,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"finished cells are skipped, and a checkout's `results/` holds the records it was committed with): "
             f"{regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
-            f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}, and only cells that extrapolate are "
+            f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}"
+            f"{fewer_samples([c for c in cells if by_key.get(c.key)], 'long_samples')}, and only cells that extrapolate are "
             f"tested there; {', '.join(map(str, HUGE_LENGTHS))} digits use {HUGE_SAMPLES}, for the encoder-window cells, "
             f"whose every attention is windowed and evaluation linear in the length (the other cells' encoders "
             f"attend globally, which is quadratic; `--long-only` adds both to finished cells). "

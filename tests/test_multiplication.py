@@ -128,7 +128,8 @@ def test_cached_decoding_under_its_windows_matches_full_recomputation(monkeypatc
 
 def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
     """Its cells train in batches of 32 and test to 20 digits, then 60×60 (not 599-601 or
-    10,000, past its max_length) and the unequal shapes, each row tagged with its multiplier."""
+    10,000, past its max_length) and the unequal shapes, on 200 random products each (not
+    1,000), each row tagged with its multiplier."""
     from abc_lightning import reproduce
 
     cells = {c.key: c for c in reproduce.beyond_cells() if c.task == "multiplication"}
@@ -137,14 +138,15 @@ def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
     assert all("--data.batch_size=32" in c.overrides for c in cells.values())
     calls = []
     monkeypatch.setattr(reproduce, "test_cell", lambda cell, out, extra, version, lengths, samples, more=():
-                        calls.append((version, lengths, list(more))) or ([{"length": n} for n in lengths], 0.0))
+                        calls.append((version, lengths, samples, list(more))) or ([{"length": n} for n in lengths], 0.0))
     encoder = cells["multiplication_T6_encoder_w1"]
     assert reproduce.long_rows(encoder, tmp_path, [], [{"length": 20}]) == [{"length": 60}]
     rows = reproduce.shape_rows(encoder, tmp_path, [])
     assert [(r["length"], r["second"]) for r in rows] == [(60, 6), (6, 60), (20, 60)]
-    assert calls[1:] == [("second6_60", [60], ["--data.second_length=6"]),
-                         ("second60_6", [6], ["--data.second_length=60"]),
-                         ("second60_20", [20], ["--data.second_length=60"])]
+    assert calls == [("long", [60], 200, []),
+                     ("second6_60", [60], 200, ["--data.second_length=6"]),
+                     ("second60_6", [6], 200, ["--data.second_length=60"]),
+                     ("second60_20", [20], 200, ["--data.second_length=60"])]
     assert get_task("multiplication").shape_label(rows[0]) == "60×6"
 
 
@@ -183,3 +185,12 @@ def test_a_long_answer_trains_on_the_gathered_keys_with_the_dense_result(monkeyp
     assert len(calls) == 2
     assert gathered[0] == pytest.approx(dense[0], abs=1e-6)
     assert all(torch.allclose(g, d, atol=1e-5) for g, d in zip(gathered[1], dense[1]))
+
+
+def test_a_table_says_where_a_task_tests_on_fewer_inputs():
+    from abc_lightning import reproduce, tables
+
+    cells = [c for c in reproduce.beyond_cells() if c.task in ("multiplication", "nx2")]
+    assert tables.fewer_samples(cells, "long_samples") == " (multiplication: 200 at 60)"
+    assert tables.fewer_samples(cells, "shape_samples") == " (multiplication: 200)"
+    assert tables.fewer_samples([c for c in cells if c.task == "nx2"], "long_samples") == ""

@@ -132,6 +132,8 @@ class Task(ABC):
     max_length: int = 10_000  # the longest operand evaluated (digits); a task whose answer outgrows its operands sets less
     max_length_reason: str = ""
     long_lengths: tuple[int, ...] | None = None  # reproduce's lengths past the configs' (None: 599-601)
+    long_samples: int | None = None  # reproduce's random inputs at each of those (None: 1,000)
+    shape_samples: int | None = None  # and at each of its other shapes (shape_tests; None: 1,000)
     cell_overrides: tuple[str, ...] = ()  # flags every reproduce cell of this task adds after --data=<Task>
 
     # ---- widths -------------------------------------------------------------------

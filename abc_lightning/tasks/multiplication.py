@@ -61,6 +61,9 @@ class Multiplication(Task):
     max_length_reason = "200×200 digits is an answer of 245,000 tokens"
     long_lengths = (60,)  # 60×60, the moonshot: 23,250 answer tokens
     test_shapes = ((60, 6), (6, 60), (20, 60))  # (N, M) reproduce tests apart (shape_tests)
+    # 200 random products at each: 1,000 at 60×60 would be about two hours of decoding on one
+    # thread for each cell and seed (23,250 tokens at 6.4 ms a token for a batch of 20)
+    long_samples = shape_samples = 200
     # Its reproduce cells (configs/abs_multiplication.yaml): 2,000 steps (every one of 408
     # tokens has to be right: 1,000 left seed 0 at 92.8% in distribution), batches of 32 (a
     # step of 128 took 6 s on one thread), validation at 6 and 10 digits, its own test lengths.
