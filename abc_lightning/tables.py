@@ -23,9 +23,9 @@ def fewer_samples(cells: list[Cell], field: str) -> str:
     notes = []
     for name in dict.fromkeys(c.task for c in cells):
         task = get_task(name)
-        if getattr(task, field):
+        if samples := getattr(task, field):
             where = f" at {', '.join(map(str, task.long_lengths))}" if field == "long_samples" and task.long_lengths else ""
-            notes.append(f"{name}: {getattr(task, field)}{where}")
+            notes.append(f"{name}: {samples}{where}")
     return f" ({'; '.join(notes)})" if notes else ""
 
 
