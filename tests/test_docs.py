@@ -104,3 +104,13 @@ def test_readme_results_table_is_the_committed_tables():
     made = module.table(ROOT / "results")
     assert made.count("\n") >= 10  # a header, its rule and a row per cell
     assert made in _text(ROOT / "README.md"), "README's results table differs: python scripts/readme_table.py --write"
+
+
+def test_readme_stays_a_two_minute_read():
+    """At most 1,100 words (as ``wc -w`` counts them) and at most 5 commit hashes outside the
+    results table, whose commit column names each row's commit."""
+    text = _text(ROOT / "README.md")
+    assert len(text.split()) <= 1100, f"README.md has {len(text.split())} words; the limit is 1,100"
+    prose = "\n".join(line for line in text.splitlines() if not line.startswith("|"))
+    hashes = re.findall(r"`[0-9a-f]{7,40}`", prose)
+    assert len(hashes) <= 5, f"README.md names {len(hashes)} commits outside its table: {hashes}"
