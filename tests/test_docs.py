@@ -114,3 +114,17 @@ def test_readme_stays_a_two_minute_read():
     prose = "\n".join(line for line in text.splitlines() if not line.startswith("|"))
     hashes = re.findall(r"`[0-9a-f]{7,40}`", prose)
     assert len(hashes) <= 5, f"README.md names {len(hashes)} commits outside its table: {hashes}"
+
+
+def test_results_stays_a_curated_folder():
+    """At most 400 committed files under results/ (records, tables, figures; logs are ignored)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert (ROOT / "results" / "README.md").exists()
+    assert len(files) <= 400, (f"git tracks {len(files)} files under results/; the limit is 400 "
+                               "(pack or drop superseded ones: results/README.md)")
