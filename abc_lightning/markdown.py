@@ -17,6 +17,11 @@ def table(head: list[str], rows: list[list], align: str | None = None) -> list[s
     return [line(head), rule, *(line(row) for row in rows)]
 
 
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2.3 h``."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def line(cells: list) -> str:
     """One row: ``| a | b |``, an empty cell as ``| |``."""
     return re.sub(r"\|  (?=\|)", "| ", "| " + " | ".join(map(str, cells)) + " |")

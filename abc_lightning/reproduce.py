@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from abc_lightning import files
+from abc_lightning.markdown import duration
 # the cell matrix and the table writer, also reachable from here (``reproduce.all_cells`` …)
 from abc_lightning.cells import (CURVE_LENGTHS, CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LONG_LENGTHS,  # noqa: F401
                                  LONG_SAMPLES, SHAPE_SAMPLES, TABLES, Cell, all_cells, beyond_cells, geometry_cells,
@@ -62,11 +63,6 @@ class Progress:
         return f"({'; '.join(parts)})"
 
 
-def duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``2.3 h``."""
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
 def run(cmd: list[str], log: Path) -> float:
     """Run a command with its output in ``log``; return wall seconds. Raise on failure."""
     threads = {} if RUN_INFO["threads"] == "all" else {"OMP_NUM_THREADS": str(RUN_INFO["threads"])}
@@ -103,6 +99,10 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
               "rows": rows,
               "command": recorded_command(cell, extra), "seed": cell.seed, "commit": short_commit(), "date": str(datetime.date.today()),
               **RUN_INFO}
+    info = run_dir / "fit" / "run_info.json"  # where the fit trained: a record names a GPU, and no CPU alone
+    device = json.loads(info.read_text()).get("device", "cpu") if info.exists() else "cpu"
+    if device != "cpu":
+        record["device"] = device
     phases = run_dir / "fit" / "abc" / "phases.json"
     if phases.exists():
         record["phases"] = json.loads(phases.read_text())["seconds"]

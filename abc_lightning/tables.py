@@ -158,9 +158,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     runs = sorted({(r.get("jobs", 1), threads_of(r)) for r in every})
     jobs = max((r.get("jobs", 1) for r in every), default=1)
     busy = [r["train_seconds"] + r.get("test_seconds", 0) + r.get("other_test_seconds", 0) for r in every]
-    took = (f" Its {len(every)} runs took {sum(busy) / 3600:.1f} h of run time in all (train and every test; "
-            f"training alone {sum(r['train_seconds'] for r in every) / 3600:.1f} h), about "
-            f"{sum(busy) / jobs / 3600:.1f} h of wall time at {jobs} at a time"
+    took = (f" Its {len(every)} runs took {markdown.duration(sum(busy))} of run time in all (train and every test; "
+            f"training alone {markdown.duration(sum(r['train_seconds'] for r in every))}), about "
+            f"{markdown.duration(sum(busy) / jobs)} of wall time at {jobs} at a time"
             + ("" if all("other_test_seconds" in r for r in every) else
                "; records made before the curve and long-length tests were timed count their main test only")
             + ".") if every else ""
@@ -168,6 +168,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     seeds = sorted({r.get("seed", 0) for r in every})
     cpus = sorted({r["cpu"] for r in every if r.get("cpu")})  # records from before they named it have none
     kernels = f"; CPU {' and '.join(f'`{c}`' for c in cpus)} (torch's kernels for it)" if cpus else ""
+    gpus = sorted({r["device"] for r in every if r.get("device")})  # a record names its device only where not the CPU
+    kernels += (f"; {sum(1 for r in every if r.get('device'))} run(s) trained and tested on "
+                f"{' and '.join(f'`{g}`' for g in gpus)}" if gpus else "")
     regenerate = regenerate_commands(table, cells, by_key)
     # the configs and code of the records' commit, not of a later checkout
     checkout = f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else ""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from abc_lightning import reproduce
+from abc_lightning import markdown, reproduce
 from abc_lightning.reproduce import Cell, write_table
 
 
@@ -25,7 +25,7 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
     assert ("| successor | + T=3 | 1 | 1/1 | 97.5 | 100 | 100 | 100 | 100 | 100 | – | – | – | – | 96.15 | – | – | – | – | 100 "
             "| 42 s (1000 steps) |") in text
     assert "| addition | + T=3 | not run | | | | | | | | | | | | | | | | | 100 |" in text  # 22 columns, as the header
-    assert "Its 1 runs took 0.0 h of run time" in text
+    assert "Its 1 runs took 42 s of run time in all (train and every test; training alone 42 s)" in text
     failing = "- successor / + T=3, 60 digits: all_nines 0% (`99999999…99999999 (60 chars)` gave `0`)"
     assert failing in text and "carry" not in text.split("below 100%")[1]
     # a failure at a length without a column (20 digits) is listed when the columns' lengths are clean
@@ -233,7 +233,7 @@ def test_progress_counts_runs_and_estimates_the_time_left():
     assert line == "(1 of 4; 60 digits 99.5%; about 30 min left)"
     progress.finished = 3
     assert progress.done({"rows": []}) == "(4 of 4)"
-    assert [reproduce.duration(s) for s in (45, 720, 9000)] == ["45 s", "12 min", "2.5 h"]
+    assert [markdown.duration(s) for s in (45, 720, 9000)] == ["45 s", "12 min", "2.5 h"]
 
 
 def test_a_table_names_the_cpus_its_records_ran_on(tmp_path):
@@ -244,6 +244,29 @@ def test_a_table_names_the_cpus_its_records_ran_on(tmp_path):
     records = [{**record, "cpu": "Xeon, AVX512"}, {**record, "seed": 1, "cpu": "EPYC, AVX2"}]
     assert "CPU `EPYC, AVX2` and `Xeon, AVX512` (torch's kernels for it)" in write_table(
         "table1", [cell], {"abs_parity": records}, tmp_path)
+    assert "trained and tested on" not in write_table("table1", [cell], {"abs_parity": records}, tmp_path)
+    gpu = [records[0], {**records[1], "device": "cuda:0 (NVIDIA H100 80GB HBM3)"}]
+    assert "; 1 run(s) trained and tested on `cuda:0 (NVIDIA H100 80GB HBM3)`" in write_table(
+        "table1", [cell], {"abs_parity": gpu}, tmp_path)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0 (NVIDIA H100 80GB HBM3)"])
+def test_a_record_names_the_gpu_its_fit_ran_on(tmp_path, monkeypatch, device):
+    """The fit's run_info.json says where it trained; a record keeps a GPU, and says nothing for the CPU."""
+    cell = next(c for c in reproduce.table1_cells() if c.key == "abs_parity")
+
+    def fit(cmd, log):
+        folder = tmp_path / "runs" / cell.key / "fit"
+        folder.mkdir(parents=True)
+        (folder / "val_accuracy.json").write_text(json.dumps({"global_step": 5, "stopped": "step budget"}))
+        (folder / "run_info.json").write_text(json.dumps({"device": device}))
+        return 1.0
+
+    monkeypatch.setattr(reproduce, "run", fit)
+    monkeypatch.setattr(reproduce, "test_cell", lambda *args, **kwargs: ([], 0.0))
+    monkeypatch.setattr(reproduce, "long_rows", lambda *args: [])
+    record = reproduce.run_cell(cell, tmp_path, [])
+    assert record.get("device") == (None if device == "cpu" else device) and record["steps"] == 5
 
 
 def test_the_runs_of_a_reproduce_call_record_the_cpu(tmp_path, monkeypatch):

@@ -40,5 +40,5 @@ def test_every_run_records_seed_versions_commit_and_config():
     assert "git_commit" in info and info["deterministic"] is True
     # the CPU's kernel family decides whether one seed on one thread gives the same model again
     assert info["cpu"].endswith(", " + torch.backends.cpu.get_cpu_capability())
-    assert info["torch_threads"] == torch.get_num_threads()
+    assert info["torch_threads"] == torch.get_num_threads() and info["device"] == "cpu"
     assert "seed_everything: 0" in (run / "config.yaml").read_text()

@@ -199,7 +199,8 @@ class RunInfo(L.Callback):
                     "abc_lightning": __version__}
         info = {"stage": stage, "seed": os.environ.get("PL_GLOBAL_SEED"), "command": sys.argv,
                 "git_commit": git_commit(), "versions": versions, "machine": platform.platform(), "cpu": cpu(),
-                "torch_threads": torch.get_num_threads(), "deterministic": torch.are_deterministic_algorithms_enabled()}
+                "device": device_name(trainer.strategy.root_device), "torch_threads": torch.get_num_threads(),
+                "deterministic": torch.are_deterministic_algorithms_enabled()}
         out = run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         files.write_text(out / "run_info.json", json.dumps(info, indent=2))
@@ -209,6 +210,15 @@ class RunInfo(L.Callback):
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._write(trainer, "test")
+
+
+def device_name(device) -> str:
+    """``cpu``, or the accelerator with its name: ``cuda:0 (NVIDIA H100 80GB HBM3)``."""
+    import torch
+
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
 
 
 class RunConfig(SaveConfigCallback):
