@@ -99,7 +99,7 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
               "rows": rows,
               "command": recorded_command(cell, extra), "seed": cell.seed, "commit": short_commit(), "date": str(datetime.date.today()),
               **RUN_INFO}
-    info = run_dir / "fit" / "run_info.json"  # where the fit trained: a record names a GPU, and no CPU alone
+    info = run_dir / "fit" / "run_info.json"  # where the fit trained: a GPU is named; a CPU run has no device
     device = json.loads(info.read_text()).get("device", "cpu") if info.exists() else "cpu"
     if device != "cpu":
         record["device"] = device
