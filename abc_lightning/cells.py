@@ -177,8 +177,9 @@ def abs_rows(table: str) -> list[Cell]:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "cpi":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
+            budget = task.abs_overrides if config == ABS else ()
             cells.append(Cell(name, label or entry.vanilla_label, config, entry.paper.get(row),
-                              (*task_flags(name), *over), key.format(task=name), home=table,
+                              (*task_flags(name), *over, *budget), key.format(task=name), home=table,
                               long=row != "vanilla",
                               note=entry.paper_note if row == "vanilla" else ""))
     return cells
@@ -189,7 +190,8 @@ def encoder_window_rows(table: str) -> list[Cell]:
     evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
     digits: every other cell's encoder attends to the whole input, which is quadratic."""
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                 (*task_flags(name), "--bias.encoder_width=1"), f"{name}_T{task.cpi_period}_encoder_w1", home=table,
+                 (*task_flags(name), *task.abs_overrides, "--bias.encoder_width=1"),
+                 f"{name}_T{task.cpi_period}_encoder_w1", home=table,
                  long=True, huge=True)
             for name, task in _tasks(table).items() if "cpi" in table_entry(name).rows]
 

@@ -1,9 +1,10 @@
-"""The training-recipe search: which short schedule keeps Table 1's ABS verdicts.
+"""The training-recipe search: which short schedule keeps Table 1's ABS verdicts (and N×2's, N×3's).
 
     OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates cos1k --cells abs_addition --seeds 0 1 2
     python benchmarks/recipe.py summary
 
-``run`` trains and tests each (candidate, cell, seed) through ``reproduce table1`` (the
+``run`` trains and tests each (candidate, cell, seed) through ``reproduce table1`` (``beyond``
+for that table's cells, such as ``abs_nx2``; ``table3`` for the ``abc_*`` candidates: the
 cell's own command plus the candidate's overrides), two at a time with one torch thread
 each, into ``runs/recipe/<candidate>/`` (ignored by git; finished runs are skipped, so a
 search spread over sessions adds up). ``summary`` reads every finished run there and writes
@@ -107,18 +108,23 @@ CANDIDATES = {
 COMMON = [f"--data.test_lengths={TEST_LENGTHS}".replace(" ", "")]
 
 
-def table_of(candidate: str) -> str:
-    return "table3" if candidate.startswith("abc_") else "table1"
+def table_of(candidate: str, cell: str) -> str:
+    """The table whose cell it is: Table 3 for ABC's candidates, the beyond table for its tasks' cells."""
+    from abc_lightning.cells import beyond_cells
+
+    if candidate.startswith("abc_"):
+        return "table3"
+    return "beyond" if cell in {c.key for c in beyond_cells()} else "table1"
 
 
 def record_path(candidate: str, cell: str, seed: int) -> Path:
-    return WORK / candidate / table_of(candidate) / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
+    return WORK / candidate / table_of(candidate, cell) / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
 
 
 def run_one(candidate: str, cell: str, seed: int) -> str:
     if record_path(candidate, cell, seed).exists():
         return f"skip {candidate} {cell} seed {seed} (done)"
-    cmd = [sys.executable, "-m", "abc_lightning", "reproduce", table_of(candidate), "--results", str(WORK / candidate),
+    cmd = [sys.executable, "-m", "abc_lightning", "reproduce", table_of(candidate, cell), "--results", str(WORK / candidate),
            "--jobs", "2", "--seeds", str(seed), "--only", cell, "--", *CANDIDATES[candidate][1], *COMMON]
     log = WORK / candidate / f"{cell}.seed{seed}.driver.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -187,14 +193,14 @@ def summary(seed_sets: dict[str, list[int]] = SEED_SETS) -> None:
     for cand_dir in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name in CANDIDATES):
         for group, seeds in seed_sets.items():
             by_cell: dict[tuple[str, str], list[dict]] = {}  # (group and CPU, cell) -> records
-            for path in sorted((cand_dir / table_of(cand_dir.name)).glob("*.json")):
+            for path in sorted(cand_dir.glob("*/*.json")):  # table1/, table3/ or beyond/
                 rec = json.loads(path.read_text())
                 if rec["seed"] in seeds:  # a seed trains another model on another CPU: one row per CPU
                     by_cell.setdefault((f"{group}, {rec.get('cpu', 'CPU not recorded')}", path.name.split(".")[0]),
                                        []).append(rec)
             for (where, cell), recs in sorted(by_cell.items()):
                 table.setdefault(cand_dir.name, {}).setdefault(where, {})[cell] = summarize(recs)
-    lines = ["## Recipe search: short schedules against Table 1's ABS verdicts", "",
+    lines = ["## Recipe search: short schedules against Table 1's ABS verdicts (and N×2's, N×3's)", "",
              "Each row: one candidate on one cell, the lowest figure over the seeds run (accuracy %, "
              "random inputs; *10000*: the encoder-window cells only; *worst*: every worst-case set tested, "
              "1-10,000 digits). *exact*: seeds at 100% on every length and worst case tested. "

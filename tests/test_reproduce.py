@@ -71,6 +71,20 @@ def test_every_abc_cell_is_the_documented_command_alone():
         c.task == "subtraction" for c in reproduce.table1_cells() + reproduce.table3_cells())
 
 
+def test_a_task_that_needs_more_steps_gives_them_to_its_abs_cells_alone():
+    """N×2 and N×3 (Task.abs_overrides): every configs/abs.yaml cell trains 2,000 steps; their
+    vanilla, FIRE and ABC cells keep their own budgets, and no other task's ABS cell changes."""
+    beyond = {c.key: c for c in reproduce.beyond_cells()}
+    longer = "--trainer.max_epochs=10"
+    for task in ("nx2", "nx3"):
+        for key, cell in beyond.items():
+            if cell.task == task:
+                assert (longer in cell.overrides) == (cell.config == "configs/abs.yaml"), key
+    assert beyond["abs_nx2"].command.endswith("--data=Nx2 --trainer.max_epochs=10")
+    assert not any(longer in c.overrides for c in reproduce.table1_cells())
+    assert not any(longer in c.overrides for c in beyond.values() if c.task in ("subtraction", "addition3"))
+
+
 def test_long_only_adds_the_599_to_601_and_10000_digit_rows_to_finished_cells(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))

@@ -135,6 +135,7 @@ class Task(ABC):
     long_samples: int | None = None  # reproduce's random inputs at each of those (None: 1,000)
     shape_samples: int | None = None  # and at each of its other shapes (shape_tests; None: 1,000)
     cell_overrides: tuple[str, ...] = ()  # flags every reproduce cell of this task adds after --data=<Task>
+    abs_overrides: tuple[str, ...] = ()  # and those its ABS cells (configs/abs.yaml) add: a longer step budget
 
     # ---- widths -------------------------------------------------------------------
     def operand_width(self, length: int) -> int:
