@@ -153,11 +153,13 @@ def data_flag(task: str) -> str:
     return f"--data={class_name(task)}"
 
 
-def task_flags(task: str) -> tuple[str, ...]:
-    """``--data=<Task>`` and the overrides the task's every cell takes (``Task.cell_overrides``)."""
+def task_flags(task: str, config: str | None = None) -> tuple[str, ...]:
+    """``--data=<Task>``, the overrides the task's every cell takes (``Task.cell_overrides``) and,
+    for a cell of ``configs/abs.yaml``, those of its ABS cells (``Task.abs_overrides``)."""
     from abc_lightning.tasks import get_task
 
-    return (data_flag(task), *get_task(task).cell_overrides)
+    spec = get_task(task)
+    return (data_flag(task), *spec.cell_overrides, *(spec.abs_overrides if config == ABS else ()))
 
 
 def _tasks(table: str | None = None) -> dict:
@@ -177,9 +179,8 @@ def abs_rows(table: str) -> list[Cell]:
             label, config, over, key = TABLE1_ROWS[row]
             if row == "cpi":
                 label = f"+ T={task.cpi_period}"  # the config's period: task
-            budget = task.abs_overrides if config == ABS else ()
             cells.append(Cell(name, label or entry.vanilla_label, config, entry.paper.get(row),
-                              (*task_flags(name), *over, *budget), key.format(task=name), home=table,
+                              (*task_flags(name, config), *over), key.format(task=name), home=table,
                               long=row != "vanilla",
                               note=entry.paper_note if row == "vanilla" else ""))
     return cells
@@ -190,8 +191,8 @@ def encoder_window_rows(table: str) -> list[Cell]:
     evaluation linear in the length (docs/speed.md). These are the cells tested at 10,000
     digits: every other cell's encoder attends to the whole input, which is quadratic."""
     return [Cell(name, f"+ T={task.cpi_period}, encoder window w=1 (ours)", ABS, None,
-                 (*task_flags(name), *task.abs_overrides, "--bias.encoder_width=1"),
-                 f"{name}_T{task.cpi_period}_encoder_w1", home=table,
+                 (*task_flags(name, ABS), "--bias.encoder_width=1"), f"{name}_T{task.cpi_period}_encoder_w1",
+                 home=table,
                  long=True, huge=True)
             for name, task in _tasks(table).items() if "cpi" in table_entry(name).rows]
 

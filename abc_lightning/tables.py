@@ -168,9 +168,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     seeds = sorted({r.get("seed", 0) for r in every})
     cpus = sorted({r["cpu"] for r in every if r.get("cpu")})  # records from before they named it have none
     kernels = f"; CPU {' and '.join(f'`{c}`' for c in cpus)} (torch's kernels for it)" if cpus else ""
-    gpus = sorted({r["device"] for r in every if r.get("device")})  # a record names its device only where not the CPU
-    kernels += (f"; {sum(1 for r in every if r.get('device'))} run(s) trained and tested on "
-                f"{' and '.join(f'`{g}`' for g in gpus)}" if gpus else "")
+    on_gpu = [r["device"] for r in every if r.get("device")]  # a record names its device only where not the CPU
+    kernels += (f"; {len(on_gpu)} run(s) trained and tested on "
+                f"{' and '.join(f'`{g}`' for g in sorted(set(on_gpu)))}" if on_gpu else "")
     regenerate = regenerate_commands(table, cells, by_key)
     # the configs and code of the records' commit, not of a later checkout
     checkout = f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else ""
