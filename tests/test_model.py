@@ -196,12 +196,51 @@ def test_band_decoding_keeps_a_cache_of_constant_size():
 
     def spy(*args, **kwargs):
         out = original(*args, **kwargs)
-        sizes.append(args[-2]["k"].shape[2])  # the cache dict is passed positionally
+        cache, step = args[-2:]  # passed positionally
+        sizes.append((cache["k"].shape[2], read_count(step.read)))
         return out
 
     m.decoder[0].forward = spy
     m.generate(batch(b=2, s=41)[0], 40)
-    assert max(sizes) == 1 and len(sizes) == 40  # w = 1: each step reads 2 keys and keeps 1 for the next
+    # w = 1: a cache of 2 slots at every step; step 0 reads its own key, every later step 2
+    assert len(sizes) == 40 and set(sizes[1:]) == {(2, 2)} and sizes[0] == (2, 1)
+
+
+def read_count(read) -> int:
+    return read.stop - read.start if isinstance(read, slice) else read.numel()
+
+
+def test_a_dependency_window_far_back_reads_its_few_keys_not_the_cache():
+    """A task's dependency window that reads one key a whole row back (k-operand addition)
+    keeps a row of keys in the cache, but each step attends only to its open ones, so the
+    time per step does not grow with the row."""
+    from functools import partial
+
+    import numpy as np
+
+    from abc_lightning.tasks import get_task
+
+    task = get_task("addition_k").with_operands(3)
+    ops = task.sample(np.random.default_rng(0), 4, 30)
+    src, steps = torch.as_tensor(task.source(ops)), task.target(ops).shape[1] + 1
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
+    seen = []
+    original = m.decoder[0].forward
+
+    def spy(*args, **kwargs):
+        cache, step = args[-2:]
+        out = original(*args, **kwargs)
+        seen.append((cache["k"].shape[2], read_count(step.read)))
+        return out
+
+    m.decoder[0].forward = spy
+    tokens = m.generate(src, steps)
+    row = 2 * task.row_width(ops[0].shape[1])
+    assert max(n for n, _ in seen) >= row // 2  # the row above's digits stay in the cache
+    assert max(r for _, r in seen) <= 3  # the token before, the carry before it, the row above
+    m.decoder[0].forward = original
+    assert torch.equal(tokens, m.generate(src, steps, use_cache=False))
 
 
 def test_a_line_open_in_every_row_keeps_few_keys_not_the_whole_past():
@@ -221,7 +260,7 @@ def test_a_line_open_in_every_row_keeps_few_keys_not_the_whole_past():
 
     def spy(*args, **kwargs):
         out = original(*args, **kwargs)
-        sizes.append(args[-2]["k"].shape[2])
+        sizes.append(args[-2]["k"].shape[2])  # the cache's slots
         return out
 
     m.decoder[0].forward = spy

@@ -7,11 +7,15 @@ length under an ABS window or an ABC bias:
 - **KV cache.** Each step runs only the newest position against cached keys and values.
   Biases are built once for all steps; row ``t`` is used at step ``t``, which gives exactly
   the tokens of full recomputation (``use_cache=False``).
-- **Kept keys** (``skip_closed``). Step ``t`` reads only the memory keys its cross-attention
-  bias row leaves open, and a self-attention key stays in the cache only while some later
-  row opens it: a window keeps w + 1 keys, and a calibrated line that keeps the first steps
-  open in every row (ABC on parity) keeps those few keys plus the window, not the whole
-  past. Under an open bias (ALiBi, T5, none) nothing is dropped.
+- **Read and kept keys** (``skip_closed``). Step ``t`` reads only the keys its bias rows
+  leave open: the memory keys of its cross-attention row, and of the self-attention keys in
+  the cache, those its row opens (a window's w + 1; a task's dependency window reads the
+  same few keys however far back the row above sits). A key stays in the cache only while
+  some later row opens it: a window keeps w + 1 keys, a calibrated line that keeps the
+  first steps open in every row (ABC on parity) keeps those few keys plus the window, not
+  the whole past. The cache is a buffer of slots sized for the most keys ever kept at once,
+  so a step writes one slot and reads its open ones, whatever the cache holds. Under an
+  open bias (ALiBi, T5, none) nothing is dropped and every key is read.
 - **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
   only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
   encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
@@ -36,14 +40,22 @@ BLOCK_ROWS = 256  # query rows per block
 
 
 class StepKeys(NamedTuple):
-    """What one cached decoding step of one layer reads and keeps.
+    """What one cached decoding step of one layer writes and reads.
 
-    ``keep``: over the self-attention keys this step attends (the cache, then the new
-    key), which stay in the cache for later steps (None: all). ``cross``: the memory keys
-    this step reads, a slice or an index tensor."""
+    ``write``: the cache slot of this step's own key and value. ``read``: the slots this
+    step attends, a slice or an index tensor (the bias row comes cut to the same keys, in
+    the same order). ``slots``: the cache's size. ``cross``: the memory keys this step
+    reads, a slice or an index tensor."""
 
-    keep: torch.Tensor | None
+    write: int
+    read: slice | torch.Tensor
+    slots: int
     cross: slice | torch.Tensor
+
+
+#: A self-attention row with at most this many open keys reads just those (a gather);
+#: a row with more reads every key in the cache (closed ones get zero weight either way).
+READ_OPEN_MAX = 64
 
 
 class KeyPlan:
@@ -51,14 +63,18 @@ class KeyPlan:
 
     Self-attention key ``j`` is needed up to the last row that opens it (``last_use``),
     which :meth:`add_self_rows` learns from every row of the self-attention bias (a block of
-    rows at a time); a row that opens nothing keeps every key (it attends in full).
-    Cross-attention row ``t`` reads the keys it opens, as a slice where they are contiguous;
-    :meth:`set_cross_rows` gives the rows of the current block."""
+    rows at a time); a row that opens nothing keeps every key (it attends in full). Keys
+    live in cache slots: :meth:`start_slots` sizes the cache for the most keys alive at
+    once, and :meth:`self_step` gives each step its slot and the slots it reads, from the
+    open keys of its row (:meth:`set_self_rows`). Cross-attention row ``t`` reads the keys
+    it opens, as a slice where they are contiguous; :meth:`set_cross_rows` gives the rows
+    of the current block."""
 
     def __init__(self, steps: int, n_memory: int, skip_closed: bool = True) -> None:
         self.steps, self.n_memory, self.skip_closed = steps, n_memory, skip_closed
         self.last_use: torch.Tensor | None = None
         self.cross_open = None
+        self.open_rows: list[torch.Tensor | None] | None = None
 
     def add_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
         if not self.skip_closed or self_bias is None:
@@ -70,6 +86,54 @@ class KeyPlan:
         last = torch.where(is_open.any(dim=0), rows.stop - 1 - from_bottom, -1)
         self.last_use = last if self.last_use is None else torch.maximum(self.last_use, last)
 
+    def start_slots(self) -> int:
+        """Assign no slot yet; return the cache's size: the most keys alive at one step
+        (key ``j`` lives from step ``j`` to the last row that opens it), or every step's
+        key when nothing is dropped."""
+        self.next_slot, self.free = 0, []
+        if self.last_use is None:
+            self.end = None
+            return self.steps
+        self.end = torch.maximum(self.last_use, torch.arange(self.steps))
+        self.slot_of = torch.zeros(self.steps, dtype=torch.long)
+        self.expiring: dict[int, list[int]] = {}
+        for j, e in enumerate(self.end.tolist()):
+            self.expiring.setdefault(e, []).append(j)
+        alive = torch.zeros(self.steps + 1, dtype=torch.long)
+        alive.index_add_(0, torch.arange(self.steps), torch.ones(self.steps, dtype=torch.long))
+        alive.index_add_(0, self.end + 1, -torch.ones(self.steps, dtype=torch.long))
+        return int(alive.cumsum(0).max())
+
+    def set_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
+        """The open keys of each row of this block, where a row has at most
+        :data:`READ_OPEN_MAX` of them (None: the row reads every key in the cache)."""
+        self.self_row0, self.open_rows = rows.start, None
+        if self.end is None or self_bias is None:
+            return
+        is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps]  # (rows, k)
+        counts = is_open.sum(dim=1)
+        few = (counts > 0) & (counts <= READ_OPEN_MAX)
+        keys = is_open[few].nonzero()[:, 1]
+        split = iter(keys.split(counts[few].tolist()))
+        self.open_rows = [next(split) if f else None for f in few.tolist()]
+
+    def self_step(self, t: int) -> tuple[int, slice | torch.Tensor, slice | torch.Tensor]:
+        """Step ``t``'s own slot, the slots it reads, and the keys (absolute steps, in the
+        same order) whose bias cells go with them; then free the slots of keys no later
+        row opens."""
+        if self.end is None:  # nothing dropped: key j sits in slot j
+            return t, slice(0, t + 1), slice(0, t + 1)
+        write = self.free.pop() if self.free else self.next_slot
+        self.next_slot = max(self.next_slot, write + 1)
+        self.slot_of[t] = write
+        keys = None if self.open_rows is None else self.open_rows[t - self.self_row0]
+        if keys is None:  # every key alive at this step
+            keys = torch.nonzero(self.end[: t + 1] >= t).flatten()
+        read = self.slot_of[keys]
+        for j in self.expiring.get(t, ()):
+            self.free.append(int(self.slot_of[j]))
+        return write, read, keys
+
     def set_cross_rows(self, cross_bias: torch.Tensor | None, rows: slice) -> None:
         self.row0, self.cross_open = rows.start, None
         if self.skip_closed and cross_bias is not None:
@@ -77,13 +141,6 @@ class KeyPlan:
             first, last = open_span(cross_bias, self.n_memory)
             self.first, self.last = first.tolist(), last.tolist()
             self.count = self.cross_open.sum(dim=1).tolist()
-
-    def self_keep(self, attended: torch.Tensor, t: int) -> torch.Tensor | None:
-        """Of the keys attended at step ``t`` (absolute indices), those a later row needs."""
-        if self.last_use is None:
-            return None
-        keep = self.last_use[attended] > t
-        return None if bool(keep.all()) else keep
 
     def cross(self, t: int) -> slice | torch.Tensor:
         if self.cross_open is None:
@@ -199,27 +256,25 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
         for plan, bias in zip(plans, self_biases):
             plan.add_self_rows(bias, rows)
-    # absolute indices of the keys in the caches of each plan's layers (they keep the same ones)
-    kept = [torch.zeros(0, dtype=torch.long) for _ in plans]
+    slots = [plan.start_slots() for plan in plans]
     tokens = []
     for rows in blocks:
         if len(blocks) > 1:  # one block is the whole bias, already built above
             self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
         cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
-        for plan, bias in zip(plans, cross_biases):
-            plan.set_cross_rows(bias, rows)
+        for plan, self_bias, cross_bias in zip(plans, self_biases, cross_biases):
+            plan.set_self_rows(self_bias, rows)
+            plan.set_cross_rows(cross_bias, rows)
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
-            this_step = []  # per plan, once: the keys attended now and what is kept and read
-            for p, plan in enumerate(plans):
-                attended = torch.cat([kept[p], torch.tensor([t])])
-                step = StepKeys(plan.self_keep(attended, t), plan.cross(t))
-                kept[p] = attended if step.keep is None else attended[step.keep]
-                this_step.append((attended, step))
+            this_step = []  # per plan, once: the slots written and read, and the keys they hold
+            for plan, size in zip(plans, slots):
+                write, read, keys = plan.self_step(t)
+                this_step.append((keys, StepKeys(write, read, size, plan.cross(t))))
             r = t - rows.start
-            for layer, cache, self_bias, cross_bias, (attended, step) in zip(
+            for layer, cache, self_bias, cross_bias, (keys, step) in zip(
                     model.decoder, caches, self_biases, cross_biases, this_step * n if len(plans) == 1 else this_step):
-                row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], attended)
+                row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], keys)
                 row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross)
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary,
                                 False, cache, step)

@@ -112,24 +112,22 @@ class DecoderLayer(nn.Module):
         """``x (b, t, d)`` over ``memory (b, s, d)`` -> output, self- and cross-attention maps.
 
         ``cache`` and ``step`` (cached decoding only; see :mod:`~.decoding`): this step
-        attends to the cached keys and its own, then keeps in the cache only ``step.keep``;
-        cross-attention reads the memory keys ``step.cross``. Biases come pre-cut to those
-        keys. ``gathered`` (a teacher-forced pass over a long answer): the self- and
-        cross-attention biases in :class:`~.attention.Gathered` form, where they have one."""
+        writes its key and value to cache slot ``step.write`` and attends to the slots
+        ``step.read``; cross-attention reads the memory keys ``step.cross``. Biases come
+        pre-cut to those keys. ``gathered`` (a teacher-forced pass over a long answer): the
+        self- and cross-attention biases in :class:`~.attention.Gathered` form, where they have one."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h, t_pos, rotary)
         if cache is None:
             ck, cv = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
         else:
-            if "k" in cache:
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            keep = None if step is None else step.keep
-            cache["k"], cache["v"] = (k, v) if keep is None else (k[:, :, keep], v[:, :, keep])
-            if "ck" not in cache:
+            if "k" not in cache:
+                b, heads, _, d = k.shape
+                cache["k"], cache["v"] = k.new_zeros(b, heads, step.slots, d), v.new_zeros(b, heads, step.slots, d)
                 cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
-            ck, cv = cache["ck"], cache["cv"]
-            if step is not None:
-                ck, cv = _keys(ck, step.cross), _keys(cv, step.cross)
+            cache["k"][:, :, step.write], cache["v"][:, :, step.write] = k[:, :, 0], v[:, :, 0]
+            k, v = _keys(cache["k"], step.read), _keys(cache["v"], step.read)
+            ck, cv = _keys(cache["ck"], step.cross), _keys(cache["cv"], step.cross)
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map, gathered[0])
         x = x + h
         h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map,
