@@ -96,15 +96,16 @@ def partial_record(folder: Path, scheme: str) -> dict | None:
     return kept_record(folder, scheme, {name: tested_rows(folder, name, second) for name, _, second, _ in TESTS})
 
 
-def speed(seed: int, samples: int = 20) -> None:
-    """Cached decoding time per answer token at 6×6, 20×20 and 60×60 (408 to 23,250 tokens):
-    flat when the windows keep each step's work constant."""
+def speed(seed: int, samples: int = 20, ckpt: str | None = None) -> None:
+    """Cached decoding time per answer token at 6×6, 20×20 and 60×60 (408 to 23,250 tokens)
+    of seed ``seed``'s model (or the checkpoint ``ckpt``): flat when the windows keep each
+    step's work constant."""
     import torch
 
     from abc_lightning import load
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    ckpt = finished_fit(WORK / f"seed{seed}")
+    ckpt = ckpt or finished_fit(WORK / f"seed{seed}")
     trained = load(ckpt)
     rows = []
     for length in (6, 20, 60):
@@ -120,6 +121,7 @@ def speed(seed: int, samples: int = 20) -> None:
                      "ms_per_token": round(1000 * seconds / steps, 2),
                      "correct": int((out == data.tgt_out.long()).all(1).sum())})
         print(rows[-1])
+    WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "speed.json").write_text(json.dumps({"seed": seed, "commit": commit(), "rows": rows,
                                                   "threads": os.environ.get("OMP_NUM_THREADS", "all")}, indent=2))
 

@@ -204,15 +204,16 @@ def run_seed(seed: int, scheme: str = "abs") -> None:
 SPEED_SHAPES = [(4, 6), (40, 6), (4, 60), (40, 60)]  # (operands, digits)
 
 
-def speed(seed: int, samples: int = 100) -> None:
-    """Cached decoding time per answer token of seed ``seed``'s model, at shapes whose answers
-    run from 80 to 5,120 tokens: flat when the windows keep each step's work constant."""
+def speed(seed: int, samples: int = 100, ckpt: str | None = None) -> None:
+    """Cached decoding time per answer token of seed ``seed``'s model (or the checkpoint
+    ``ckpt``), at shapes whose answers run from 80 to 5,120 tokens: flat when the windows
+    keep each step's work constant."""
     import torch
 
     from abc_lightning import load
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    ckpt = finished_fit(WORK / f"seed{seed}")
+    ckpt = ckpt or finished_fit(WORK / f"seed{seed}")
     trained = load(ckpt)
     rows = []
     for k, length in SPEED_SHAPES:
@@ -227,6 +228,7 @@ def speed(seed: int, samples: int = 100) -> None:
                      "ms_per_token": round(1000 * seconds / steps, 2),
                      "correct": int((out == data.tgt_out.long()).all(1).sum())})
         print(rows[-1])
+    WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "speed.json").write_text(json.dumps({"seed": seed, "commit": commit(), "rows": rows,
                                                   "threads": os.environ.get("OMP_NUM_THREADS", "all")}, indent=2))
 
@@ -325,9 +327,10 @@ def command_line(doc: str, table: str, work: Path, run_seed, speed, summary, tes
     sub.add_parser("summary", help=f"write results/{table}.{{md,json}} from the records")
     timing = sub.add_parser("speed", help="decoding time per answer token of one seed's model")
     timing.add_argument("--seed", type=int, default=0)
+    timing.add_argument("--ckpt", help="time this checkpoint (a task's model) instead of the seed's fit here")
     args = parser.parse_args()
     if args.what == "speed":
-        speed(args.seed)
+        speed(args.seed, ckpt=args.ckpt)
     elif args.what == "run":
         scheme_dir(work, args.scheme).mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
