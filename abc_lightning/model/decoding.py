@@ -66,7 +66,7 @@ class KeyPlan:
     rows at a time); a row that opens nothing keeps every key (it attends in full). Keys
     live in cache slots: :meth:`start_slots` sizes the cache for the most keys alive at
     once, and :meth:`self_step` gives each step its slot and the slots it reads, from the
-    open keys of its row (:meth:`set_self_rows`). Cross-attention row ``t`` reads the keys
+    open keys of its row (``open_rows``, from the same pass). Cross-attention row ``t`` reads the keys
     it opens, as a slice where they are contiguous; :meth:`set_cross_rows` gives the rows
     of the current block."""
 
@@ -74,13 +74,18 @@ class KeyPlan:
         self.steps, self.n_memory, self.skip_closed = steps, n_memory, skip_closed
         self.last_use: torch.Tensor | None = None
         self.cross_open = None
-        self.open_rows: list[torch.Tensor | None] | None = None
+        # per step, its row's open keys where it has at most READ_OPEN_MAX (None: it reads every key in the cache)
+        self.open_rows: list[torch.Tensor | None] = []
 
     def add_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
         if not self.skip_closed or self_bias is None:
             return
         is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps]  # (rows, k)
-        is_open[~is_open.any(dim=1)] = True  # a row with nothing open attends to every key
+        counts = is_open.sum(dim=1)
+        few = (counts > 0) & (counts <= READ_OPEN_MAX)
+        split = iter(is_open[few].nonzero()[:, 1].split(counts[few].tolist()))
+        self.open_rows += [next(split) if f else None for f in few.tolist()]
+        is_open[counts == 0] = True  # a row with nothing open attends to every key
         # the last row of this block that opens each key (one int8 pass from the bottom; -1 where none does)
         from_bottom = is_open.flip(0).to(torch.int8).argmax(dim=0)
         last = torch.where(is_open.any(dim=0), rows.stop - 1 - from_bottom, -1)
@@ -104,19 +109,6 @@ class KeyPlan:
         alive.index_add_(0, self.end + 1, -torch.ones(self.steps, dtype=torch.long))
         return int(alive.cumsum(0).max())
 
-    def set_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
-        """The open keys of each row of this block, where a row has at most
-        :data:`READ_OPEN_MAX` of them (None: the row reads every key in the cache)."""
-        self.self_row0, self.open_rows = rows.start, None
-        if self.end is None or self_bias is None:
-            return
-        is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps]  # (rows, k)
-        counts = is_open.sum(dim=1)
-        few = (counts > 0) & (counts <= READ_OPEN_MAX)
-        keys = is_open[few].nonzero()[:, 1]
-        split = iter(keys.split(counts[few].tolist()))
-        self.open_rows = [next(split) if f else None for f in few.tolist()]
-
     def self_step(self, t: int) -> tuple[int, slice | torch.Tensor, slice | torch.Tensor]:
         """Step ``t``'s own slot, the slots it reads, and the keys (absolute steps, in the
         same order) whose bias cells go with them; then free the slots of keys no later
@@ -126,7 +118,7 @@ class KeyPlan:
         write = self.free.pop() if self.free else self.next_slot
         self.next_slot = max(self.next_slot, write + 1)
         self.slot_of[t] = write
-        keys = None if self.open_rows is None else self.open_rows[t - self.self_row0]
+        keys = self.open_rows[t]
         if keys is None:  # every key alive at this step
             keys = torch.nonzero(self.end[: t + 1] >= t).flatten()
         read = self.slot_of[keys]
@@ -252,7 +244,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     plans = [KeyPlan(steps, memory.shape[1], skip_closed) for _ in range(n if model.per_layer_biases else 1)]
     sizes = (memory.shape[1], steps)
     blocks = row_blocks(steps, max(steps, memory.shape[1]))
-    for rows in blocks:  # every row first: when each self-attention key is last used
+    for rows in blocks:  # every row first: which keys each row opens, and when each is last used
         self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
         for plan, bias in zip(plans, self_biases):
             plan.add_self_rows(bias, rows)
@@ -262,9 +254,8 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         if len(blocks) > 1:  # one block is the whole bias, already built above
             self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
         cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
-        for plan, self_bias, cross_bias in zip(plans, self_biases, cross_biases):
-            plan.set_self_rows(self_bias, rows)
-            plan.set_cross_rows(cross_bias, rows)
+        for plan, bias in zip(plans, cross_biases):
+            plan.set_cross_rows(bias, rows)
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
             this_step = []  # per plan, once: the slots written and read, and the keys they hold
