@@ -86,3 +86,7 @@ def assert_cached_decoding_matches_recomputation(task, src: torch.Tensor, steps:
     monkeypatch.setattr(decoding, "DENSE_CELLS", 64)  # rows built a block at a time
     monkeypatch.setattr(decoding, "BLOCK_ROWS", 7)
     assert torch.equal(m.generate(src, steps), full)
+    # and each block built over the keys its rows read (Task.dependency_spans), as a fit installs it
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False),
+                                            spans=partial(task.dependency_spans, aligned=False)))
+    assert torch.equal(m.generate(src, steps), full)

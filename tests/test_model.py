@@ -243,6 +243,85 @@ def test_a_dependency_window_far_back_reads_its_few_keys_not_the_cache():
     assert torch.equal(tokens, m.generate(src, steps, use_cache=False))
 
 
+def test_a_long_decode_builds_each_block_of_bias_rows_from_the_keys_they_can_open(monkeypatch):
+    """Decoding a long answer a block of rows at a time, a block under a task's dependency
+    windows is built over the keys its rows read: from the first answer step they read (the
+    row above), and over the source tokens they read (one operand's digits), not over every
+    step and token, so the bias work per step does not grow with the answer or the input;
+    same tokens as full recomputation, and as blocks built over every key."""
+    from functools import partial
+
+    import numpy as np
+
+    from abc_lightning.model import decoding
+    from abc_lightning.tasks import get_task
+
+    task = get_task("addition_k").with_operands(4)
+    ops = task.sample(np.random.default_rng(1), 3, 12)
+    src, steps = torch.as_tensor(task.source(ops)), task.target(ops).shape[1] + 1
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False),
+                                            spans=partial(task.dependency_spans, aligned=False)))
+    full = m.generate(src, steps, use_cache=False)
+    monkeypatch.setattr(decoding, "DENSE_CELLS", 64)
+    monkeypatch.setattr(decoding, "BLOCK_ROWS", 8)
+    widths, cross_widths, original = [], [], m.attention_bias
+
+    def spy(kind, *args, **kwargs):
+        bias = original(kind, *args, **kwargs)
+        if kwargs.get("rows") is not None:
+            (widths if kind == "decoder" else cross_widths).append(bias.shape[-1])
+        return bias
+
+    monkeypatch.setattr(m, "attention_bias", spy)
+    assert torch.equal(m.generate(src, steps), full)
+    row = 2 * task.row_width(ops[0].shape[1])
+    assert steps > 3 * row  # four rows: a whole-answer block would be over three rows wide
+    assert max(widths) <= row + 8 + 2  # the row above, the block, the carry before it
+    assert src.shape[1] > 40 and max(cross_widths) <= 2 * 8 // 2 + 2  # a block's digits of one operand, not the input
+    m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
+    widths.clear()
+    cross_widths.clear()
+    assert torch.equal(m.generate(src, steps), full)  # without the promise: every key, the same tokens
+    assert max(widths) == steps and min(cross_widths) == src.shape[1]
+
+
+def test_open_keys_are_where_the_promises_of_the_sources_overlap():
+    """A cell is open only where every bias leaves it open, so a block can be built over the
+    overlap of the key spans the sources promise; a window of width w promises the row less
+    w on; a task's windows the answer steps and source tokens its rows read."""
+    from functools import partial
+
+    import numpy as np
+
+    from abc_lightning.tasks import get_task
+
+    m = tiny(positional=NoPE())
+    assert m.open_keys("decoder", 40, 40, slice(16, 24)) == slice(0, 40)  # no source: no promise
+    m.install_bias("abs_window", WindowBias(2, 1))
+    assert m.open_keys("decoder", 40, 40, slice(16, 24)) == slice(14, 40)
+    assert m.open_keys("cross", 40, 41, slice(16, 24)) == slice(0, 41)
+    task = get_task("addition_k").with_operands(3)
+    ops = task.sample(np.random.default_rng(0), 2, 9)
+    n_src, n_ans = task.source(ops).shape[1], task.target(ops).shape[1] + 1
+    windows = WindowBias(dependencies=partial(task.dependency_windows, aligned=False),
+                         spans=partial(task.dependency_spans, aligned=False))
+    cpu = torch.device("cpu")
+    for rows in (slice(0, 5), slice(20, 33), slice(n_ans - 6, n_ans)):
+        for kind, n_q, n_k in (("decoder", n_ans, n_ans), ("cross", n_ans, n_src)):
+            whole = windows(kind, n_q, n_k, cpu, rows=rows, sizes=(n_src, n_ans))
+            keys = windows.open_keys(kind, n_q, n_k, rows, (n_src, n_ans))
+            assert torch.isinf(whole[..., : keys.start]).all() and torch.isinf(whole[..., keys.stop :]).all()
+            part = windows(kind, n_q, n_k, cpu, rows=rows, sizes=(n_src, n_ans), keys=keys)
+            assert torch.equal(part, whole[..., keys])
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(2, 1))
+    whole = m.attention_bias("decoder", torch.arange(40), torch.arange(40), rows=slice(16, 24))
+    part = m.attention_bias("decoder", torch.arange(40), torch.arange(40), rows=slice(16, 24), keys=slice(14, 24))
+    assert torch.equal(part, whole[..., 14:24])
+    assert torch.isinf(whole[..., :14]).all()
+
+
 def test_a_line_open_in_every_row_keeps_few_keys_not_the_whole_past():
     """ABC on parity calibrated a decoder line that keeps the first output steps open in
     every row; decoding must keep those keys and the window, not every key (quadratic)."""

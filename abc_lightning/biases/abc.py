@@ -211,6 +211,8 @@ class CalibratedBias(BiasSource):
     otherwise softmax over nothing would give NaN.
     """
 
+    takes_keys = True
+
     def __init__(self, lines: dict[str, CalibratedLines | list[CalibratedLines]], soft: bool = False) -> None:
         super().__init__()
         self.lines, self.soft = lines, soft
@@ -219,7 +221,7 @@ class CalibratedBias(BiasSource):
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
                 layer: int | None = None, rows: slice | None = None,
-                sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
+                sizes: tuple[int, int] | None = None, keys: slice | None = None) -> torch.Tensor | None:
         entry = self.lines.get(kind)
         if entry is None:
             return None
@@ -228,7 +230,8 @@ class CalibratedBias(BiasSource):
         key = (kind, id(entry), n_queries, n_keys, str(device))
         if key not in self._cache:  # built whole (lines are extended as one matrix), then sliced
             self._cache[key] = self.build(kind, entry, n_queries, n_keys).to(device)
-        return self._cache[key] if rows is None else self._cache[key][:, rows]
+        bias = self._cache[key] if rows is None else self._cache[key][:, rows]
+        return bias if keys is None else bias[..., keys]
 
     def build(self, kind: str, lines: CalibratedLines, n_queries: int, n_keys: int) -> torch.Tensor:
         """``(H, q, k)`` bias for one kind and size."""

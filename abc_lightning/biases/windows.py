@@ -67,12 +67,12 @@ def _rows(n: int, rows: slice | None) -> torch.Tensor:
     return torch.arange(start, stop)[:, None]
 
 
-def self_window(n: int, width: int, rows: slice | None = None) -> torch.Tensor:
+def self_window(n: int, width: int, rows: slice | None = None, keys: slice | None = None) -> torch.Tensor:
     """``(n, n)`` decoder self-attention window: open iff ``0 <= i - j <= width`` (only the
-    query rows ``rows``, when given)."""
+    query rows ``rows`` and the key columns ``keys``, when given)."""
     i = _rows(n, rows)
-    j = torch.arange(n)[None, :]
-    return _closed((len(i), n), (i - j >= 0) & (i - j <= width))
+    j = torch.arange(*(keys or slice(0, n)).indices(n))[None, :]
+    return _closed((len(i), j.shape[1]), (i - j >= 0) & (i - j <= width))
 
 
 def band_window(n: int, width: int, rows: slice | None = None) -> torch.Tensor:
@@ -125,22 +125,45 @@ class Needs(NamedTuple):
     answers: torch.Tensor
 
 
-def dependency_windows(needs: Needs, positions: torch.Tensor, rows: torch.Tensor, n_queries: int,
-                       n_keys: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boolean windows ``(self (r, q), cross (r, k))`` for the query ``rows`` from what they
-    need: ``positions (r, R)`` are the source tokens of ``needs.digits`` (−1 where unused)."""
-    r = len(rows)
-    cross = torch.zeros(r, n_keys, dtype=torch.bool)
-    used = positions >= 0
-    row_of = torch.arange(r)[:, None].expand_as(positions)
-    cross[row_of[used], positions[used]] = True
-    cross[~cross.any(dim=1), n_keys - 1] = True  # nothing read: EOS, the anchor
-    own = torch.zeros(r, n_queries, dtype=torch.bool)
-    own[torch.arange(r), rows.clamp(max=n_queries - 1)] = True
+def dependency_spans(needs: Needs, positions: torch.Tensor, rows: torch.Tensor, n_keys: int) -> tuple[int, slice]:
+    """What the query ``rows`` read, as spans: the lowest decoder key (its own input, or an
+    earlier answer token of ``needs.answers``), and the slice of source tokens that holds
+    every one they read (``positions``, as for :func:`dependency_windows`; EOS for a row
+    that reads none). Every key outside them is closed in those rows."""
     keys = needs.answers + 1  # answer u is the decoder's input at u + 1
     used = (keys >= 0) & (keys <= rows[:, None])
-    row_of = torch.arange(r)[:, None].expand_as(keys)
-    own[row_of[used], keys[used]] = True
+    first = min(int(rows.min()), int(keys[used].min())) if bool(used.any()) else int(rows.min())
+    read = positions >= 0
+    lo = int(positions[read].min()) if bool(read.any()) else n_keys - 1
+    hi = n_keys - 1 if not bool(read.any(dim=1).all()) else int(positions[read].max())  # EOS, the anchor
+    return first, slice(lo, hi + 1)
+
+
+def dependency_windows(needs: Needs, positions: torch.Tensor, rows: torch.Tensor, n_queries: int,
+                       n_keys: int, keys: slice | None = None,
+                       cross_keys: slice | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean windows ``(self (r, q), cross (r, k))`` for the query ``rows`` from what they
+    need: ``positions (r, R)`` are the source tokens of ``needs.digits`` (−1 where unused).
+    ``keys``, ``cross_keys``: only those columns of the self and the cross window, when
+    given."""
+    r = len(rows)
+    low, high, _ = (cross_keys or slice(0, n_keys)).indices(n_keys)
+    cross = torch.zeros(r, high - low, dtype=torch.bool)
+    anchor = ~(positions >= 0).any(dim=1)  # nothing read: EOS, the anchor
+    used = (positions >= low) & (positions < high)
+    row_of = torch.arange(r)[:, None].expand_as(positions)
+    cross[row_of[used], positions[used] - low] = True
+    if low <= n_keys - 1 < high:
+        cross[anchor, n_keys - 1 - low] = True
+    first, stop, _ = (keys or slice(0, n_queries)).indices(n_queries)
+    own = torch.zeros(r, stop - first, dtype=torch.bool)
+    mine = rows.clamp(max=n_queries - 1)
+    inside = (mine >= first) & (mine < stop)
+    own[torch.arange(r)[inside], mine[inside] - first] = True
+    read = needs.answers + 1  # answer u is the decoder's input at u + 1
+    used = (read >= 0) & (read <= rows[:, None]) & (read >= first) & (read < stop)
+    row_of = torch.arange(r)[:, None].expand_as(read)
+    own[row_of[used], read[used] - first] = True
     return own, cross
 
 
@@ -154,9 +177,14 @@ class WindowBias(BiasSource):
         geometry: cross-attention window geometry.
         encoder_width: optional symmetric band for encoder self-attention; None leaves it open.
         dependencies: a task's windows from what its tokens need, ``(n_queries, n_keys,
-            rows) -> (self (r, q), cross (r, k))`` booleans (True: open;
+            rows, keys=None) -> (self (r, q), cross (r, k))`` booleans (True: open;
             :meth:`~abc_lightning.tasks.Task.dependency_windows`), used instead of both widths.
+        spans: ``(n_queries, n_keys, rows) -> (int, slice)``, the lowest decoder key and the
+            source keys those rows read (:meth:`~abc_lightning.tasks.Task.dependency_spans`);
+            without it a long cached decode builds these windows over every key.
     """
+
+    takes_keys = True
 
     def __init__(
         self,
@@ -165,10 +193,11 @@ class WindowBias(BiasSource):
         stride: int = 1,
         geometry: Geometry = "trailing",
         encoder_width: int | None = None,
-        dependencies: Callable[[int, int, slice | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        dependencies: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
+        spans: Callable[[int, int, slice], tuple[int, slice]] | None = None,
     ) -> None:
         super().__init__()
-        self.dependencies = dependencies
+        self.dependencies, self.spans = dependencies, spans
         for name, value in dict(self_width=self_width, cross_width=cross_width, encoder_width=encoder_width).items():
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(f"window width {name} must be an integer >= 0 (w >= 0), got {value!r}")
@@ -182,9 +211,9 @@ class WindowBias(BiasSource):
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
                 layer: int | None = None, rows: slice | None = None,
-                sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
-        if rows is not None:  # a block of rows of a long sequence: built for it, not kept
-            bias = self._build(kind, n_queries, n_keys, rows, sizes)
+                sizes: tuple[int, int] | None = None, keys: slice | None = None) -> torch.Tensor | None:
+        if rows is not None or keys is not None:  # a block of a long sequence: built for it, not kept
+            bias = self._build(kind, n_queries, n_keys, rows, sizes, keys)
             return None if bias is None else bias.to(device)[None]
         key = (kind, n_queries, n_keys, sizes if self.dependencies else None, str(device))
         if key not in self._cache:
@@ -196,22 +225,44 @@ class WindowBias(BiasSource):
         return self._cache[key]
 
     def _build(self, kind: str, n_queries: int, n_keys: int, rows: slice | None = None,
-               sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
+               sizes: tuple[int, int] | None = None, keys: slice | None = None) -> torch.Tensor | None:
+        bias = self._build_all_keys(kind, n_queries, n_keys, rows, sizes, keys)
+        # the decoder's and a task's cross windows are built for the slice of keys alone; the others are cut to it
+        built_for_keys = kind == "decoder" or (kind == "cross" and self.dependencies is not None)
+        return bias if bias is None or keys is None or built_for_keys else bias[:, keys]
+
+    def _build_all_keys(self, kind: str, n_queries: int, n_keys: int, rows: slice | None,
+                        sizes: tuple[int, int] | None, keys: slice | None) -> torch.Tensor | None:
         if self.dependencies is not None and kind in ("decoder", "cross"):
             if sizes is None and kind == "decoder":
                 raise ValueError("a task's dependency windows need the input's length (sizes)")
             n_source, n_answer = sizes or (n_keys, n_queries)
+            rows = rows or slice(0, n_queries)
+            if kind == "decoder":  # the answer's own keys: the prefix decoded so far, or a slice of it
+                keys = keys or slice(0, n_queries)
+                own, _ = self.dependencies(n_answer, n_source, rows, keys=keys)
+                return _closed(tuple(own.shape), own)
             # the rows of the whole answer's windows (a prefix of it, decoding without a cache)
-            own, cross = self.dependencies(n_answer, n_source, rows or slice(0, n_queries))
-            open_ = own[:, :n_queries] if kind == "decoder" else cross
-            return _closed(tuple(open_.shape), open_)
+            _, cross = self.dependencies(n_answer, n_source, rows, cross_keys=keys)
+            return _closed(tuple(cross.shape), cross)
         if kind == "decoder" and self.self_width is not None:
-            return self_window(n_queries, self.self_width, rows)
+            return self_window(n_queries, self.self_width, rows, keys)
         if kind == "cross" and self.cross_width is not None:
             return cross_window(n_queries, n_keys, self.cross_width, self.stride, self.geometry, rows)
         if kind == "encoder" and self.encoder_width is not None:
             return band_window(n_queries, self.encoder_width, rows)
         return None
+
+    def open_keys(self, kind: str, n_queries: int, n_keys: int, rows: slice,
+                  sizes: tuple[int, int] | None = None) -> slice:
+        if self.dependencies is not None and kind in ("decoder", "cross"):
+            if self.spans is None or sizes is None:
+                return slice(0, n_keys)
+            first, cross = self.spans(sizes[1], sizes[0], rows)
+            return slice(first, n_keys) if kind == "decoder" else cross
+        if kind == "decoder" and self.self_width is not None:
+            return slice(max(0, rows.indices(n_queries)[0] - self.self_width), n_keys)
+        return slice(0, n_keys)
 
     def extra_repr(self) -> str:
         if self.dependencies is not None:

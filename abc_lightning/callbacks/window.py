@@ -71,11 +71,13 @@ class AttentionWindow(BiasStrategy):
 
     def apply_to(self, pl_module: L.LightningModule, datamodule) -> None:
         """Install the window masks in ``pl_module``'s model for ``datamodule``'s input form."""
-        dependencies = None
+        dependencies = spans = None
         if self.uses_dependencies():
-            dependencies = partial(datamodule.task.dependency_windows, aligned=bool(datamodule.aligned))
+            aligned = bool(datamodule.aligned)
+            dependencies = partial(datamodule.task.dependency_windows, aligned=aligned)
+            spans = partial(datamodule.task.dependency_spans, aligned=aligned)
         bias = WindowBias(self.self_width_for(datamodule), self.cross_width_for(datamodule), self.check_data(datamodule),
-                          self.geometry, self.encoder_width, dependencies)
+                          self.geometry, self.encoder_width, dependencies, spans)
         pl_module.model.install_bias("abs_window", bias)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:

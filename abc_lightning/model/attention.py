@@ -33,14 +33,27 @@ class BiasSource(nn.Module):
     whole pair, which a bias that follows the operands' sizes needs: the decoder's
     self-attention does not otherwise see the input, and decoding without a cache asks for
     one prefix of the steps at a time.
+
+    Two optional parts let a long cached decode build only the keys a block of rows can
+    open. :meth:`open_keys` promises that every key outside a slice is closed in the given
+    rows (all keys, the default, promises nothing). A source with ``takes_keys = True``
+    accepts ``keys`` (a slice of the ``n_keys`` columns) and returns just those columns,
+    exactly as they are in the whole bias; the model slices the whole bias of any other.
     """
 
     per_layer: bool = False
+    takes_keys: bool = False
 
     def forward(self, kind: str, n_queries: int, n_keys: int, device: torch.device,
                 layer: int | None = None, rows: slice | None = None,
                 sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
         raise NotImplementedError
+
+    def open_keys(self, kind: str, n_queries: int, n_keys: int, rows: slice,
+                  sizes: tuple[int, int] | None = None) -> slice:
+        """A slice of keys that holds every key any query of ``rows`` may leave open (every
+        key outside it is closed in those rows); all ``n_keys`` promises nothing."""
+        return slice(0, n_keys)
 
 
 class Band(NamedTuple):

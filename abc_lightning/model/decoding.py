@@ -14,8 +14,11 @@ length under an ABS window or an ABC bias:
   some later row opens it: a window keeps w + 1 keys, a calibrated line that keeps the
   first steps open in every row (ABC on parity) keeps those few keys plus the window, not
   the whole past. The cache is a buffer of slots sized for the most keys ever kept at once,
-  so a step writes one slot and reads its open ones, whatever the cache holds. Under an
-  open bias (ALiBi, T5, none) nothing is dropped and every key is read.
+  so a step writes one slot and reads its open ones, whatever the cache holds. A long
+  answer's biases are built a block of rows at a time, and under windows each block only
+  over the keys its rows may open (``BiasSource.open_keys``), so building them does not grow
+  with the answer either. Under an open bias (ALiBi, T5, none) nothing is dropped and every
+  key is read.
 - **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
   only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
   encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
@@ -77,18 +80,37 @@ class KeyPlan:
         # per step, its row's open keys where it has at most READ_OPEN_MAX (None: it reads every key in the cache)
         self.open_rows: list[torch.Tensor | None] = []
 
-    def add_self_rows(self, self_bias: torch.Tensor | None, rows: slice) -> None:
+    @staticmethod
+    def opens_some(cross_bias: torch.Tensor | None) -> bool:
+        """Whether every row of a bias block leaves at least one key open."""
+        return cross_bias is not None and bool(torch.isfinite(cross_bias).any(dim=0).any(dim=1).all())
+
+    @staticmethod
+    def reads_few(self_bias: torch.Tensor | None) -> bool:
+        """Whether every row of a bias block opens at least one and at most
+        :data:`READ_OPEN_MAX` keys: what a block built from its first open key needs, since
+        each of its steps then reads just those keys (a row that reads every key would need
+        the cells before the block's first key too)."""
+        if self_bias is None:
+            return False
+        counts = torch.isfinite(self_bias).any(dim=0).sum(dim=1)
+        return bool(((counts > 0) & (counts <= READ_OPEN_MAX)).all())
+
+    def add_self_rows(self, self_bias: torch.Tensor | None, rows: slice, first: int = 0) -> None:
+        """Learn the open keys of a block of rows from its self-attention bias, whose columns
+        are the keys from ``first`` on (every earlier key closed in these rows)."""
         if not self.skip_closed or self_bias is None:
             return
-        is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps]  # (rows, k)
+        is_open = torch.isfinite(self_bias).any(dim=0).cpu()[:, : self.steps - first]  # (rows, k - first)
         counts = is_open.sum(dim=1)
         few = (counts > 0) & (counts <= READ_OPEN_MAX)
-        split = iter(is_open[few].nonzero()[:, 1].split(counts[few].tolist()))
+        split = iter(is_open[few].nonzero()[:, 1].add(first).split(counts[few].tolist()))
         self.open_rows += [next(split) if f else None for f in few.tolist()]
         is_open[counts == 0] = True  # a row with nothing open attends to every key
         # the last row of this block that opens each key (one int8 pass from the bottom; -1 where none does)
         from_bottom = is_open.flip(0).to(torch.int8).argmax(dim=0)
-        last = torch.where(is_open.any(dim=0), rows.stop - 1 - from_bottom, -1)
+        last = torch.full((self.steps,), -1, dtype=torch.long)
+        last[first : first + is_open.shape[1]] = torch.where(is_open.any(dim=0), rows.stop - 1 - from_bottom, -1)
         self.last_use = last if self.last_use is None else torch.maximum(self.last_use, last)
 
     def start_slots(self) -> int:
@@ -126,12 +148,14 @@ class KeyPlan:
             self.free.append(int(self.slot_of[j]))
         return write, read, keys
 
-    def set_cross_rows(self, cross_bias: torch.Tensor | None, rows: slice) -> None:
-        self.row0, self.cross_open = rows.start, None
+    def set_cross_rows(self, cross_bias: torch.Tensor | None, rows: slice, first: int = 0) -> None:
+        """Learn the open memory keys of a block of rows from its cross-attention bias, whose
+        columns are the keys from ``first`` on (built over a span whose rows each open one)."""
+        self.row0, self.cross_open, self.cross_first = rows.start, None, first
         if self.skip_closed and cross_bias is not None:
-            self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (rows, s)
-            first, last = open_span(cross_bias, self.n_memory)
-            self.first, self.last = first.tolist(), last.tolist()
+            self.cross_open = torch.isfinite(cross_bias).any(dim=0).cpu()  # (rows, span)
+            start, stop = open_span(cross_bias, cross_bias.shape[-1])
+            self.first, self.last = (start + first).tolist(), (stop + first).tolist()
             self.count = self.cross_open.sum(dim=1).tolist()
 
     def cross(self, t: int) -> slice | torch.Tensor:
@@ -141,7 +165,7 @@ class KeyPlan:
         first, last = self.first[r], self.last[r]
         if self.count[r] in (0, last - first):  # contiguous (or nothing open: every key)
             return slice(first, last)
-        return torch.nonzero(self.cross_open[r]).flatten()
+        return torch.nonzero(self.cross_open[r]).flatten() + self.cross_first
 
 
 def row_blocks(n_rows: int, n_keys: int) -> list[slice]:
@@ -244,18 +268,38 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     plans = [KeyPlan(steps, memory.shape[1], skip_closed) for _ in range(n if model.per_layer_biases else 1)]
     sizes = (memory.shape[1], steps)
     blocks = row_blocks(steps, max(steps, memory.shape[1]))
+    # Under windows that close the distant past (some source promises the keys a block of
+    # rows may open), a block's self-attention biases are built over the keys from its first
+    # open one up to its last row, and its cross-attention biases over the source tokens it
+    # may read, not over every key: a dependency window reads the row above and a few
+    # digits, not the whole answer and input, so the bias work per step stays flat. Other
+    # biases are built over every key, as they are.
+    long = skip_closed and len(blocks) > 1
+    windowed = long and model.open_keys("decoder", steps, steps, blocks[-1], sizes).start > 0
+    spans: list[slice | None] = []  # per block, the key columns of its self-attention biases
     for rows in blocks:  # every row first: which keys each row opens, and when each is last used
-        self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
+        keys = slice(model.open_keys("decoder", steps, steps, rows, sizes).start, rows.stop) if windowed else None
+        self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes, keys=keys)
+        if keys is not None and keys.start > 0 and not all(KeyPlan.reads_few(b) for b in _distinct(self_biases)):
+            keys = slice(0, rows.stop)  # a row that reads every key needs the cells before the span too
+            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes, keys=keys)
+        spans.append(keys)
         for plan, bias in zip(plans, self_biases):
-            plan.add_self_rows(bias, rows)
+            plan.add_self_rows(bias, rows, keys.start if keys else 0)
     slots = [plan.start_slots() for plan in plans]
     tokens = []
-    for rows in blocks:
+    for rows, span in zip(blocks, spans):
+        first = span.start if span else 0
         if len(blocks) > 1:  # one block is the whole bias, already built above
-            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes)
-        cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
+            self_biases = model.layer_biases("decoder", t_pos, t_pos, n, rows, sizes=sizes, keys=span)
+        source = model.open_keys("cross", steps, memory.shape[1], rows, sizes) if long else None
+        source = source if source is not None and source != slice(0, memory.shape[1]) else None
+        cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes, keys=source)
+        if source is not None and not all(KeyPlan.opens_some(b) for b in _distinct(cross_biases)):
+            source = None  # a row that opens nothing reads every source token
+            cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
         for plan, bias in zip(plans, cross_biases):
-            plan.set_cross_rows(bias, rows)
+            plan.set_cross_rows(bias, rows, source.start if source else 0)
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
             this_step = []  # per plan, once: the slots written and read, and the keys they hold
@@ -265,8 +309,9 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
             r = t - rows.start
             for layer, cache, self_bias, cross_bias, (keys, step) in zip(
                     model.decoder, caches, self_biases, cross_biases, this_step * n if len(plans) == 1 else this_step):
-                row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], keys)
-                row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross)
+                row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], keys, first)
+                row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross,
+                                                                     source.start if source else 0)
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary,
                                 False, cache, step)
             out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
@@ -274,8 +319,16 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     return torch.cat(tokens, dim=1)
 
 
-def _columns(row: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
-    """A bias row's cells at the given keys: a view for a slice, a gather for indices."""
+def _distinct(biases: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """The layers' biases, each tensor once (layers that share a bias share the tensor)."""
+    return list({id(b): b for b in biases}.values())
+
+
+def _columns(row: torch.Tensor, keys: slice | torch.Tensor, first: int = 0) -> torch.Tensor:
+    """A bias row's cells at the given keys: a view for a slice, a gather for indices. The
+    row's columns are the keys from ``first`` on."""
+    if first:
+        keys = slice(keys.start - first, keys.stop - first) if isinstance(keys, slice) else keys - first
     if isinstance(keys, slice):
         return row[..., keys]
     if keys.numel() and int(keys[-1]) - int(keys[0]) + 1 == keys.numel():  # sorted and contiguous

@@ -50,15 +50,16 @@ def _causal(n: int, device: torch.device) -> torch.Tensor:
     return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
 
 
-def causal_mask(n: int, device: torch.device, rows: slice | None = None) -> torch.Tensor:
+def causal_mask(n: int, device: torch.device, rows: slice | None = None, keys: slice | None = None) -> torch.Tensor:
     """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above (only the
-    query rows ``rows``, when given: those are built for the call, not kept)."""
-    if rows is None:
+    query rows ``rows`` and key columns ``keys``, when given: those are built for the call,
+    not kept)."""
+    if rows is None and keys is None:
         return _causal(n, device)
-    start, stop, _ = rows.indices(n)
+    start, stop, _ = (rows or slice(0, n)).indices(n)
     i = torch.arange(start, stop, device=device)[:, None]
-    j = torch.arange(n, device=device)[None, :]
-    return torch.zeros(stop - start, n, device=device).masked_fill(j > i, float("-inf"))[None]
+    j = torch.arange(*(keys or slice(0, n)).indices(n), device=device)[None, :]
+    return torch.zeros(stop - start, j.shape[1], device=device).masked_fill(j > i, float("-inf"))[None]
 
 
 class FeedForward(nn.Sequential):
@@ -217,31 +218,52 @@ class Seq2SeqTransformer(nn.Module):
 
     def attention_bias(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
                        layer: int | None = None, rows: slice | None = None,
-                       sizes: tuple[int, int] | None = None) -> torch.Tensor | None:
+                       sizes: tuple[int, int] | None = None, keys: slice | None = None) -> torch.Tensor | None:
         """Every additive bias for one attention kind (and layer), summed once: ``(h|1, q, k)``
-        or None; only the query rows ``rows`` when given (decoding long sequences in blocks).
-        ``sizes``: ``(input tokens, decoder steps)`` of the whole pair, which a bias that follows
-        the operands' sizes needs (:class:`~.attention.BiasSource`)."""
+        or None; only the query rows ``rows`` and the key columns ``keys`` when given
+        (decoding long sequences in blocks). ``sizes``: ``(input tokens, decoder steps)`` of
+        the whole pair, which a bias that follows the operands' sizes needs
+        (:class:`~.attention.BiasSource`)."""
         q, k, device = len(q_pos), len(k_pos), q_pos.device
+
+        def from_source(source: BiasSource) -> torch.Tensor | None:
+            if keys is None or source.takes_keys:
+                return source(kind, q, k, device, layer, rows, sizes=sizes, **({} if keys is None else {"keys": keys}))
+            bias = source(kind, q, k, device, layer, rows, sizes=sizes)
+            return None if bias is None else bias[..., keys]
+
         return sum_biases(
-            causal_mask(q, device, rows) if kind == "decoder" else None,
-            self.positional.score_bias(kind, q_pos if rows is None else q_pos[rows], k_pos)
+            causal_mask(q, device, rows, keys) if kind == "decoder" else None,
+            self.positional.score_bias(kind, q_pos if rows is None else q_pos[rows],
+                                       k_pos if keys is None else k_pos[keys])
             if self.use_positional else None,
-            *(source(kind, q, k, device, layer, rows, sizes=sizes) for source in self.bias_sources.values()),
+            *(from_source(source) for source in self.bias_sources.values()),
         )
+
+    def open_keys(self, kind: str, n_queries: int, n_keys: int, rows: slice,
+                  sizes: tuple[int, int] | None = None) -> slice:
+        """The keys any query of ``rows`` may leave open in any layer: where the bias
+        sources' :meth:`~.attention.BiasSource.open_keys` overlap (a cell is open only where
+        every bias leaves it open); all ``n_keys`` where none promises less."""
+        start, stop = 0, n_keys
+        for source in self.bias_sources.values():
+            keys = source.open_keys(kind, n_queries, n_keys, rows, sizes)
+            start, stop = max(start, keys.start), min(stop, keys.stop)
+        return slice(start, max(start, stop))
 
     @property
     def per_layer_biases(self) -> bool:
         """Whether some bias source gives each layer its own bias."""
         return any(source.per_layer for source in self.bias_sources.values())
 
-    def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                     n_layers: int, rows: slice | None = None, sizes: tuple[int, int] | None = None) -> list[torch.Tensor | None]:
+    def layer_biases(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, n_layers: int,
+                     rows: slice | None = None, sizes: tuple[int, int] | None = None,
+                     keys: slice | None = None) -> list[torch.Tensor | None]:
         """The bias of each layer: computed once and shared unless a source is per-layer."""
         if self.per_layer_biases:
-            return [self.attention_bias(kind, q_pos, k_pos, layer=i, rows=rows, sizes=sizes)
+            return [self.attention_bias(kind, q_pos, k_pos, layer=i, rows=rows, sizes=sizes, keys=keys)
                     for i in range(n_layers)]
-        return [self.attention_bias(kind, q_pos, k_pos, rows=rows, sizes=sizes)] * n_layers
+        return [self.attention_bias(kind, q_pos, k_pos, rows=rows, sizes=sizes, keys=keys)] * n_layers
 
     def _remembered(self, name: str, bias: torch.Tensor | None, make) -> Band | Gathered | None:
         """``make(bias)``, remembered per bias tensor (bias sources cache theirs per size)."""

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from abc_lightning import vocab
-from abc_lightning.biases.windows import Needs, dependency_windows
+from abc_lightning.biases.windows import Needs, dependency_spans, dependency_windows
 from abc_lightning.errors import ConfigError, InputError
 
 #: The training pool is the integers in [0, 2^20], as in the papers.
@@ -266,16 +266,25 @@ class Task(ABC):
         pos = torch.where(o >= len(widths), eos, pos)  # an operand past the last: EOS
         return torch.where(o < 0, -1, pos)
 
-    def dependency_windows(self, n_queries: int, n_keys: int, rows: slice | None = None,
-                           aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def dependency_windows(self, n_queries: int, n_keys: int, rows: slice | None = None, aligned: bool = False,
+                           keys: slice | None = None, cross_keys: slice | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """ABS's windows from :meth:`needs`: booleans ``(self (r, q), cross (r, k))`` for the
         query ``rows`` (all when None) of an answer of ``n_queries`` steps read from a source
-        of ``n_keys`` tokens."""
+        of ``n_keys`` tokens; ``keys``, ``cross_keys``: only those columns of each."""
         steps = torch.arange(*(rows or slice(0, n_queries)).indices(n_queries))
         widths = self.frame(n_queries, n_keys, aligned)
         needs = self.needs(steps, widths, aligned)
         positions = self.source_positions(needs.digits, widths, aligned, n_keys)
-        return dependency_windows(needs, positions, steps, n_queries, n_keys)
+        return dependency_windows(needs, positions, steps, n_queries, n_keys, keys, cross_keys)
+
+    def dependency_spans(self, n_queries: int, n_keys: int, rows: slice, aligned: bool = False) -> tuple[int, slice]:
+        """The lowest decoder key (answer step) and the slice of source tokens that the query
+        ``rows`` read, from :meth:`needs`: a long cached decode builds their windows there."""
+        steps = torch.arange(*rows.indices(n_queries))
+        widths = self.frame(n_queries, n_keys, aligned)
+        needs = self.needs(steps, widths, aligned)
+        positions = self.source_positions(needs.digits, widths, aligned, n_keys)
+        return dependency_spans(needs, positions, steps, n_keys)
 
     def digit_stride(self, aligned: bool) -> int | None:
         """Source tokens per output digit position (one per operand in the aligned form), or
