@@ -40,7 +40,7 @@ def main() -> None:
     print("| length | answer tokens | samples | seconds | ms per token | right |")
     print("|---:|---:|---:|---:|---:|---:|")
     for length in args.lengths:
-        data = type(model.data)(seed=0).length_set(length, args.samples, salt=13).data
+        data = model.data.length_set(length, args.samples, salt=13).data  # the checkpoint's own data settings
         src, steps = data.src.long(), data.tgt_out.shape[1]
         with torch.inference_mode():
             start = time.perf_counter()
