@@ -271,20 +271,23 @@ class Task(ABC):
         """ABS's windows from :meth:`needs`: booleans ``(self (r, q), cross (r, k))`` for the
         query ``rows`` (all when None) of an answer of ``n_queries`` steps read from a source
         of ``n_keys`` tokens; ``keys``, ``cross_keys``: only those columns of each."""
-        steps = torch.arange(*(rows or slice(0, n_queries)).indices(n_queries))
-        widths = self.frame(n_queries, n_keys, aligned)
-        needs = self.needs(steps, widths, aligned)
-        positions = self.source_positions(needs.digits, widths, aligned, n_keys)
+        steps, needs, positions = self._needs_of(n_queries, n_keys, rows, aligned)
         return dependency_windows(needs, positions, steps, n_queries, n_keys, keys, cross_keys)
 
     def dependency_spans(self, n_queries: int, n_keys: int, rows: slice, aligned: bool = False) -> tuple[int, slice]:
         """The lowest decoder key (answer step) and the slice of source tokens that the query
         ``rows`` read, from :meth:`needs`: a long cached decode builds their windows there."""
-        steps = torch.arange(*rows.indices(n_queries))
+        steps, needs, positions = self._needs_of(n_queries, n_keys, rows, aligned)
+        return dependency_spans(needs, positions, steps, n_keys)
+
+    def _needs_of(self, n_queries: int, n_keys: int, rows: slice | None,
+                  aligned: bool) -> tuple[torch.Tensor, Needs, torch.Tensor]:
+        """The answer steps of ``rows`` (all when None), what they need, and the source
+        tokens of the digits they read (−1 where unused)."""
+        steps = torch.arange(*(rows or slice(0, n_queries)).indices(n_queries))
         widths = self.frame(n_queries, n_keys, aligned)
         needs = self.needs(steps, widths, aligned)
-        positions = self.source_positions(needs.digits, widths, aligned, n_keys)
-        return dependency_spans(needs, positions, steps, n_keys)
+        return steps, needs, self.source_positions(needs.digits, widths, aligned, n_keys)
 
     def digit_stride(self, aligned: bool) -> int | None:
         """Source tokens per output digit position (one per operand in the aligned form), or
