@@ -8,20 +8,22 @@ that column, then the product digit s. For every wrong answer it finds the first
 token: its slot (q0, q1, q2 or s), its column (least significant = 0) and, for a q slot,
 the multiplier digit b_j and the carry that partial product brings into that column (what
 the token must infer from the row one column back); for s, the carry of the column sums.
-Needs the runs of ``reproduce beyond --only nx3_T4_encoder_w1 abs_nx3 --results <folder>``.
+Needs the runs of ``reproduce beyond --only nx3_T4_encoder_w1 abs_nx3 --seeds <S …> --results
+<folder>``; seeds after the folder (default 0), and a cell whose run is missing is skipped.
 
-    OMP_NUM_THREADS=1 python results/diagnostics/nx3_encoder/probe.py <folder>/beyond/runs
+    OMP_NUM_THREADS=1 python results/diagnostics/nx3_encoder/probe.py <folder>/beyond/runs [S …]
 """
 import collections
 import random
 import sys
+from pathlib import Path
 
 import torch
 
 from abc_lightning.api import load
 
 torch.set_num_threads(1)
-runs = sys.argv[1]
+runs, seeds = sys.argv[1], [int(a) for a in sys.argv[2:]] or [0]
 lengths, n = (10, 20, 60), 500
 SLOTS = ("q0", "q1", "q2", "s")
 
@@ -51,9 +53,13 @@ for length in lengths:
     pairs = [(rng.randint(10 ** (length - 1), 10 ** length - 1), rng.randint(0, 999)) for _ in range(n)]
     inputs = [f"{a}*{b:03d}" for a, b in pairs]
     print(f"\n{n} random {length}-digit × 3-digit products", flush=True)
-    wrong_sets = {}
-    for cell in ("nx3_T4_encoder_w1", "abs_nx3"):
-        model = load(f"{runs}/{cell}/fit/checkpoints/best.ckpt")
+    wrong_sets = collections.defaultdict(set)
+    for seed, cell in ((s, c) for s in seeds for c in ("nx3_T4_encoder_w1", "abs_nx3")):
+        ckpt = Path(runs) / f"{cell}{f'.seed{seed}' if seed else ''}" / "fit" / "checkpoints" / "best.ckpt"
+        if not ckpt.exists():
+            print(f"{cell} seed {seed}: no run", flush=True)
+            continue
+        model = load(ckpt)
         rows = model.predict_rows(inputs, batch_size=250)
         slots, columns, details, wrong = collections.Counter(), collections.Counter(), [], set()
         phases, carries, off = collections.Counter(), collections.Counter(), collections.Counter()
@@ -76,13 +82,14 @@ for length in lengths:
             else:
                 details.append(f"s col {c}: column-sum carry in {sum_carry(a, b, c)}, "
                                f"wrote {row['raw_output'][t]} for {row['raw_expected'][t]}")
-        wrong_sets[cell] = wrong
-        print(f"{cell}: {len(wrong)} of {n} wrong; first wrong token by slot {dict(slots)}; "
+        wrong_sets[seed, cell] = wrong
+        print(f"{cell} seed {seed}: {len(wrong)} of {n} wrong; first wrong token by slot {dict(slots)}; "
               f"by tenth of the answer's columns {dict(sorted(columns.items()))}; by slot@(column mod 4) "
               f"{dict(sorted(phases.items()))}; q slots by the partial product's carry in "
               f"{dict(sorted(carries.items()))}; written minus right, mod 10 {dict(sorted(off.items(), key=str))}",
               flush=True)
         for d in details[:8]:
             print("    " + d, flush=True)
-    both = wrong_sets["nx3_T4_encoder_w1"] & wrong_sets["abs_nx3"]
-    print(f"wrong in both: {len(both)}", flush=True)
+    for seed in seeds:
+        both = wrong_sets[seed, "nx3_T4_encoder_w1"] & wrong_sets[seed, "abs_nx3"]
+        print(f"seed {seed}, wrong in both: {len(both)}", flush=True)
