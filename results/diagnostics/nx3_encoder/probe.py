@@ -10,8 +10,9 @@ the multiplier digit b_j and the carry that partial product brings into that col
 the token must infer from the row one column back); for s, the carry of the column sums.
 Needs the runs of ``reproduce beyond --only nx3_T4_encoder_w1 abs_nx3 --seeds <S …> --results
 <folder>``; seeds after the folder (default 0), and a cell whose run is missing is skipped.
+``LABEL=<best.ckpt>`` arguments probe other N×3 checkpoints too.
 
-    OMP_NUM_THREADS=1 python results/diagnostics/nx3_encoder/probe.py <folder>/beyond/runs [S …]
+    OMP_NUM_THREADS=1 python results/diagnostics/nx3_encoder/probe.py <folder>/beyond/runs [S …] [LABEL=CKPT …]
 """
 import collections
 import random
@@ -23,7 +24,17 @@ import torch
 from abc_lightning.api import load
 
 torch.set_num_threads(1)
-runs, seeds = sys.argv[1], [int(a) for a in sys.argv[2:]] or [0]
+runs = sys.argv[1]
+seeds = [int(a) for a in sys.argv[2:] if "=" not in a] or [0]
+others = [tuple(a.split("=", 1)) for a in sys.argv[2:] if "=" in a]
+
+
+def models() -> list[tuple[int | None, str, Path]]:
+    """(seed, label, checkpoint) of every model to probe: each seed's two cells, then the others."""
+    cells = [(seed, cell, Path(runs) / f"{cell}{f'.seed{seed}' if seed else ''}" / "fit" / "checkpoints" / "best.ckpt")
+             for seed in seeds for cell in ("nx3_T4_encoder_w1", "abs_nx3")]
+    return cells + [(None, label, Path(path)) for label, path in others]
+
 lengths, n = (10, 20, 60), 500
 SLOTS = ("q0", "q1", "q2", "s")
 
@@ -54,10 +65,10 @@ for length in lengths:
     inputs = [f"{a}*{b:03d}" for a, b in pairs]
     print(f"\n{n} random {length}-digit × 3-digit products", flush=True)
     wrong_sets = collections.defaultdict(set)
-    for seed, cell in ((s, c) for s in seeds for c in ("nx3_T4_encoder_w1", "abs_nx3")):
-        ckpt = Path(runs) / f"{cell}{f'.seed{seed}' if seed else ''}" / "fit" / "checkpoints" / "best.ckpt"
+    for seed, cell, ckpt in models():
+        name = cell if seed is None else f"{cell} seed {seed}"
         if not ckpt.exists():
-            print(f"{cell} seed {seed}: no run", flush=True)
+            print(f"{name}: no run", flush=True)
             continue
         model = load(ckpt)
         rows = model.predict_rows(inputs, batch_size=250)
@@ -83,7 +94,7 @@ for length in lengths:
                 details.append(f"s col {c}: column-sum carry in {sum_carry(a, b, c)}, "
                                f"wrote {row['raw_output'][t]} for {row['raw_expected'][t]}")
         wrong_sets[seed, cell] = wrong
-        print(f"{cell} seed {seed}: {len(wrong)} of {n} wrong; first wrong token by slot {dict(slots)}; "
+        print(f"{name}: {len(wrong)} of {n} wrong; first wrong token by slot {dict(slots)}; "
               f"by tenth of the answer's columns {dict(sorted(columns.items()))}; by slot@(column mod 4) "
               f"{dict(sorted(phases.items()))}; q slots by the partial product's carry in "
               f"{dict(sorted(carries.items()))}; written minus right, mod 10 {dict(sorted(off.items(), key=str))}",
