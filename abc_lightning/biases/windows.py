@@ -125,13 +125,19 @@ class Needs(NamedTuple):
     answers: torch.Tensor
 
 
+def _answer_keys(needs: Needs, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decoder keys of the earlier answer tokens the query ``rows`` read (answer u is the
+    decoder's input at u + 1), and where each is read: a real key at or before its row."""
+    keys = needs.answers + 1
+    return keys, (keys >= 0) & (keys <= rows[:, None])
+
+
 def dependency_spans(needs: Needs, positions: torch.Tensor, rows: torch.Tensor, n_keys: int) -> tuple[int, slice]:
     """What the query ``rows`` read, as spans: the lowest decoder key (its own input, or an
     earlier answer token of ``needs.answers``), and the slice of source tokens that holds
     every one they read (``positions``, as for :func:`dependency_windows`; EOS for a row
     that reads none). Every key outside them is closed in those rows."""
-    keys = needs.answers + 1  # answer u is the decoder's input at u + 1
-    used = (keys >= 0) & (keys <= rows[:, None])
+    keys, used = _answer_keys(needs, rows)
     first = min(int(rows.min()), int(keys[used].min())) if bool(used.any()) else int(rows.min())
     read = positions >= 0
     lo = int(positions[read].min()) if bool(read.any()) else n_keys - 1
@@ -160,8 +166,8 @@ def dependency_windows(needs: Needs, positions: torch.Tensor, rows: torch.Tensor
     mine = rows.clamp(max=n_queries - 1)
     inside = (mine >= first) & (mine < stop)
     own[torch.arange(r)[inside], mine[inside] - first] = True
-    read = needs.answers + 1  # answer u is the decoder's input at u + 1
-    used = (read >= 0) & (read <= rows[:, None]) & (read >= first) & (read < stop)
+    read, used = _answer_keys(needs, rows)
+    used &= (read >= first) & (read < stop)
     row_of = torch.arange(r)[:, None].expand_as(read)
     own[row_of[used], read[used] - first] = True
     return own, cross

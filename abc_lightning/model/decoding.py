@@ -298,8 +298,9 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         if source is not None and not all(KeyPlan.opens_some(b) for b in _distinct(cross_biases)):
             source = None  # a row that opens nothing reads every source token
             cross_biases = model.layer_biases("cross", t_pos, s_pos, n, rows, sizes=sizes)
+        cross_first = source.start if source else 0  # the cross biases' first column
         for plan, bias in zip(plans, cross_biases):
-            plan.set_cross_rows(bias, rows, source.start if source else 0)
+            plan.set_cross_rows(bias, rows, cross_first)
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
             this_step = []  # per plan, once: the slots written and read, and the keys they hold
@@ -311,7 +312,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
                     model.decoder, caches, self_biases, cross_biases, this_step * n if len(plans) == 1 else this_step):
                 row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], keys, first)
                 row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross,
-                                                                     source.start if source else 0)
+                                                                     cross_first)
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary,
                                 False, cache, step)
             out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
