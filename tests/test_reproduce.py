@@ -85,6 +85,18 @@ def test_a_task_that_needs_more_steps_gives_them_to_its_abs_cells_alone():
     assert not any(longer in c.overrides for c in beyond.values() if c.task in ("subtraction", "addition3"))
 
 
+def test_a_task_that_asks_for_learned_phases_gets_a_second_encoder_window_row():
+    """N×3 alone (TableEntry.learned_phases): its encoder-window cell again, with learned
+    phase vectors, tested as far as the sinusoidal one; no other task gains the row."""
+    beyond = {c.key: c for c in reproduce.beyond_cells()}
+    plain, learned = beyond["nx3_T4_encoder_w1"], beyond["nx3_T4_encoder_w1_learned"]
+    assert learned.overrides == (*plain.overrides, "--model.positional=Learned")
+    assert (learned.long, learned.huge) == (True, True)
+    assert learned.label == "+ T=4, encoder window w=1, learned phases (ours)"
+    assert [k for k in beyond if k.endswith("_learned")] == ["nx3_T4_encoder_w1_learned"]
+    assert not any(c.key.endswith("_learned") for c in reproduce.table1_cells())
+
+
 def test_long_only_adds_the_599_to_601_and_10000_digit_rows_to_finished_cells(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(reproduce, "run_cell", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
