@@ -142,6 +142,25 @@ def regenerate_commands(table: str, cells: list[Cell], by_key: dict) -> str:
                      f"({len(keys)} cell{'s' if len(keys) > 1 else ''})" for (seeds, threads), keys in ordered)
 
 
+def note_refs(recs: list[dict], notes: dict[str, int]) -> str:
+    """Point a cell at the hand-written notes of its records, numbered once for the whole table.
+
+    A note (e.g. that a run shared the CPU, or that a test stopped before it ended) is often the same
+    for every seed and every cell; written out in the cell it would fill the table. ``notes`` maps
+    each note to its number and grows as cells are added. With several seeds, a note that only some
+    of them carry names those seeds."""
+    seeds_of: dict[str, list[int]] = {}
+    for r in recs:
+        if r.get("note"):
+            seeds_of.setdefault(r["note"], []).append(r.get("seed", 0))
+    refs = []
+    for note, seeds in seeds_of.items():
+        n = notes.setdefault(note, len(notes) + 1)
+        some = len(seeds) < len(recs) and len(recs) > 1
+        refs.append(f"note {n}" + (f" (seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))})" if some else ""))
+    return "; " + ", ".join(refs) if refs else ""
+
+
 def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     """The table of ``cells`` from ``records`` (cell key -> a record, or one record per seed).
 
@@ -195,7 +214,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"Families that fail are listed under the table.\n\n")
     columns = ["task", "config", "seeds", "≥ 99 at 60", "1-5", *map(str, LENGTHS),
                *(f"worst {n}" for n in WORST_LENGTHS), "paper 60", "train time", "command"]
-    lines, failures = [], []
+    lines, failures, notes = [], [], {}
     for cell in cells:
         recs = sorted(by_key.get(cell.key, []), key=lambda r: r.get("seed", 0))
         if not recs:
@@ -229,12 +248,13 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         if "phases" in first and len(recs) == 1:
             p = first["phases"]
             time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
-        notes = [f"seed {r.get('seed', 0)}: {r['note']}" if len(recs) > 1 else r["note"] for r in recs if "note" in r]
-        if notes:  # a remark recorded by hand, e.g. a test stopped before it ended
-            time_note += "; note: " + "; ".join(notes)
+        time_note += note_refs(recs, notes)
         short = spread_of([short_inputs(r) for r in recs])
         lines.append([cell.task, label, len(recs), reached, short, *cols, paper, time_note, f"`{first['command']}`"])
     text = head + "\n".join(markdown.table(columns, lines)) + "\n" + shape_table(cells, by_key)
+    if notes:
+        text += ("\nNotes recorded by hand with the runs (the *train time* column points here):\n\n"
+                 + "\n".join(f"{n}. {note}" for note, n in notes.items()) + "\n")
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     files.write_text(out / f"{table}.md", text)

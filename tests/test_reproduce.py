@@ -155,6 +155,23 @@ def test_a_capped_cell_is_marked_in_the_table(tmp_path):
     assert "capped" not in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
 
 
+def test_hand_written_notes_are_numbered_once_under_the_table(tmp_path):
+    cells = [Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor"),
+             Cell("parity", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Parity",), "abs_parity")]
+    shared, stopped = "ran beside another job", "its 600-digit test stopped early"
+    rec = {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 10.0, "steps": 50, "command": "x"}
+    records = {"abs_successor": [{**rec, "seed": s, "note": shared} for s in range(3)],
+               "abs_parity": [{**rec, "seed": 0, "note": shared}, {**rec, "seed": 1, "note": stopped}, {**rec, "seed": 2}]}
+    text = write_table("table1", cells, records, tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith(("| successor", "| parity"))]
+    assert "median 10 s (50–50 steps); note 1 |" in rows[0]  # every seed carries it: no seeds named
+    assert "median 10 s (50–50 steps); note 1 (seed 0), note 2 (seed 1) |" in rows[1]
+    assert text.count(shared) == 1 and text.count(stopped) == 1
+    assert text.endswith(f"1. {shared}\n2. {stopped}\n")
+    del records["abs_parity"]
+    assert "note 2" not in write_table("table1", cells, records, tmp_path)
+
+
 def test_a_fit_records_why_it_stopped(tmp_path):
     from abc_lightning.cli import run_cli
 
