@@ -12,6 +12,7 @@ from abc_lightning.biases.calibration import CalibratedLines
 from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining
 from abc_lightning.errors import CheckpointError
 from abc_lightning.callbacks import AttentionBiasCalibration
+from abc_lightning.callbacks.training import stop_reason
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
@@ -343,6 +344,7 @@ def test_a_retraining_budget_lasts_the_interpolations_steps_along_a_cosine(tmp_p
     callback = next(c for c in cli.trainer.callbacks if isinstance(c, AttentionBiasCalibration))
     assert callback.phase == "done" and callback.steps == {"interpolate": 6, "retrain": 6}
     assert cli.trainer.global_step == 12
+    assert stop_reason(cli.trainer) == "retraining budget"  # not "interpolated": the budget, not the threshold, ended it
     assert rates[:6] == [pytest.approx(0.001)] * 6
     assert rates[6] == pytest.approx(0.004) and rates[9] == pytest.approx(0.002)
     assert all(a > b for a, b in zip(rates[6:], rates[7:])) and rates[11] < 0.0004

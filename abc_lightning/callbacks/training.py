@@ -69,9 +69,14 @@ class StopOnInterpolation(L.Callback):
 
 def stop_reason(trainer: L.Trainer) -> str:
     """Why a fit ended: ``interpolated`` (a stopping rule: StopOnInterpolation, or ABC's
-    retraining done), ``time cap`` (``max_time`` ran out first: the run did not finish its
-    budget and must be reported as capped), or ``step budget`` (``max_epochs``/``max_steps``)."""
-    if any(getattr(cb, "stopped", False) or getattr(cb, "phase", None) == "done" for cb in trainer.callbacks):
+    retraining held the threshold for its patience), ``retraining budget`` (ABC's retraining
+    ran the step budget it is given, ``retraining.budget``, whatever its accuracy then),
+    ``time cap`` (``max_time`` ran out first: the run did not finish its budget and must be
+    reported as capped), or ``step budget`` (``max_epochs``/``max_steps``)."""
+    for cb in trainer.callbacks:
+        if getattr(cb, "phase", None) == "done":
+            return "interpolated" if cb.recipe.retraining.budget == "patience" else "retraining budget"
+    if any(getattr(cb, "stopped", False) for cb in trainer.callbacks):
         return "interpolated"
     timer = next((cb for cb in trainer.callbacks if isinstance(cb, Timer)), None)
     if timer is not None and timer._duration is not None and timer.time_remaining("train") <= 0:
