@@ -75,8 +75,9 @@ def fmt(x) -> str:
     return "–" if x is None else f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
-def worst_failure_line(cell: Cell, row: dict) -> str:
-    """``- successor / ABC, 60 digits: all_nines 0% (`99…9` gave `0`), …`` for one length."""
+def worst_failure_line(cell: Cell, row: dict, lengths: list[int] | None = None) -> str:
+    """``- successor / ABC, 60 digits: all_nines 0% (`99…9` gave `0`), …`` for one length, or
+    for several (``lengths``) whose families fail alike; the examples are ``row``'s."""
     from abc_lightning.callbacks.training import short
 
     examples = {f["family"]: f for f in row.get("worst_failures", [])}
@@ -86,7 +87,21 @@ def worst_failure_line(cell: Cell, row: dict) -> str:
             f = examples.get(family)
             parts.append(f"{family} {fmt(accuracy)}%" + (f" (`{short(f['input'], 8)}` gave `{short(f['output'], 8)}`)"
                                                            if f else ""))
-    return f"- {cell.task} / {cell.label}, {row['length']} digits: " + "; ".join(parts)
+    where = ", ".join(map(str, lengths or [row["length"]]))
+    return f"- {cell.task} / {cell.label}, {where} digits: " + "; ".join(parts)
+
+
+def worst_failure_lines(cell: Cell, rows: list[dict]) -> list[str]:
+    """One :func:`worst_failure_line` per run of consecutive lengths whose failing families
+    and accuracies are the same (599, 600 and 601 digits usually are), with the first's examples."""
+    groups: list[list[dict]] = []
+    for row in rows:
+        failing = {f: a for f, a in row["worst_families"].items() if a < 100}
+        if groups and failing == {f: a for f, a in groups[-1][0]["worst_families"].items() if a < 100}:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return [worst_failure_line(cell, g[0], [r["length"] for r in g]) for g in groups]
 
 
 SHORT_LENGTHS = [1, 2, 3, 4, 5]  # the short-input column: below the 6 digits every table starts at
@@ -232,7 +247,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             failing = [r for r in rec["rows"] if any(a < 100 for a in r.get("worst_families", {}).values())]
             # the columns' lengths, and any other length where a model whose columns are clean fails
             clean = not any(r["length"] in WORST_LENGTHS for r in failing)
-            failures += [worst_failure_line(cell, r) + tag for r in failing if clean or r["length"] in WORST_LENGTHS]
+            shown = [r for r in failing if clean or r["length"] in WORST_LENGTHS]
+            failures += [line + tag for line in worst_failure_lines(cell, shown)]
         paper = cell.note or fmt(cell.paper60)
         first = recs[0]
         steps = sorted(r["steps"] for r in recs)

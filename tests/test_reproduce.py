@@ -155,6 +155,21 @@ def test_a_capped_cell_is_marked_in_the_table(tmp_path):
     assert "capped" not in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
 
 
+def test_long_lengths_that_fail_alike_share_one_line_under_the_table(tmp_path):
+    cell = Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor")
+    fail = {"length": 599, "input": "9" * 599, "output": "0", "expected": "1" + "0" * 599, "family": "all_nines"}
+    rows = [{"length": n, "accuracy": 99.0, "worst": 50.0, "worst_families": {"all_nines": 0.0, "carry": 100.0},
+             "worst_failures": [{**fail, "length": n}]} for n in (599, 600, 601)]
+    rows[2]["worst_families"] = {"all_nines": 0.0, "carry": 50.0}  # 601 fails otherwise: a line of its own
+    record = {"rows": [{"length": 60, "accuracy": 100.0}, *rows], "train_seconds": 1.0, "steps": 5, "command": "x"}
+    text = write_table("table1", [cell], {"abs_successor": record}, tmp_path)
+    failures = [line for line in text.split("below 100%")[1].splitlines() if line.startswith("- ")]
+    assert [line.split(":")[0] for line in failures] == ["- successor / + T=3, 599, 600 digits",
+                                                         "- successor / + T=3, 601 digits"]
+    assert "all_nines 0% (`99999999…99999999 (599 chars)` gave `0`)" in failures[0]
+    assert "carry 50%" in failures[1]
+
+
 def test_hand_written_notes_are_numbered_once_under_the_table(tmp_path):
     cells = [Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor"),
              Cell("parity", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Parity",), "abs_parity")]
