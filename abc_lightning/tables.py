@@ -92,7 +92,7 @@ def worst_failure_line(cell: Cell, row: dict, lengths: list[int] | None = None) 
 
 
 def worst_failure_lines(cell: Cell, rows: list[dict]) -> list[str]:
-    """One :func:`worst_failure_line` per run of consecutive lengths whose failing families
+    """One :func:`worst_failure_line` per run of failing lengths, in order, whose failing families
     and accuracies are the same (599, 600 and 601 digits usually are), with the first's examples."""
     groups: list[list[dict]] = []
     for row in rows:
