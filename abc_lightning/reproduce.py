@@ -108,7 +108,10 @@ def run_cell(cell: Cell, out_dir: Path, extra: list[str]) -> dict:
         record["phases"] = json.loads(phases.read_text())["seconds"]
     start = time.perf_counter()
     if cell.curve:
-        record["curve"] = test_cell(cell, out_dir, extra, "curve", CURVE_LENGTHS, CURVE_SAMPLES,
+        from abc_lightning.tasks import get_task
+
+        curve = get_task(cell.task).curve_lengths or CURVE_LENGTHS
+        record["curve"] = test_cell(cell, out_dir, extra, "curve", list(curve), CURVE_SAMPLES,
                                     ["--data.worst_case=false"])[0]
     record["rows"] += long_rows(cell, out_dir, extra, record["rows"])
     record["shape_rows"] = shape_rows(cell, out_dir, extra)
@@ -139,10 +142,15 @@ def long_rows(cell: Cell, out_dir: Path, extra: list[str], rows: list[dict]) -> 
 def shape_rows(cell: Cell, out_dir: Path, extra: list[str]) -> list[dict]:
     """A task's tests at other shapes (``Task.shape_tests``: more operands, a multiplier of
     another length), :data:`SHAPE_SAMPLES` random inputs each (``Task.shape_samples`` where the
-    task sets it), each row tagged with its shape."""
+    task sets it), each row tagged with its shape. Like the long lengths, these test
+    extrapolation, so only the cells tested there have them (``cell.long``; not the vanilla
+    and baseline cells, whose global attention over such answers, up to 15,000 tokens, would
+    take hours a shape on one thread)."""
     from abc_lightning.tasks import get_task
 
     rows = []
+    if not cell.long:
+        return rows
     task = get_task(cell.task)
     for tag, lengths, flags in task.shape_tests():
         name = "_".join([*(f"{k}{v}" for k, v in tag.items()), *map(str, lengths)])  # e.g. second60_20

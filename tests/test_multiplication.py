@@ -148,6 +148,10 @@ def test_reproduce_gives_its_cells_their_own_protocol(monkeypatch, tmp_path):
                      ("second60_6", [6], 200, ["--data.second_length=60"]),
                      ("second60_20", [20], 200, ["--data.second_length=60"])]
     assert get_task("multiplication").shape_label(rows[0]) == "60×6"
+    # the FIRE baseline attends globally: no shapes (as no long lengths), and a curve to 10×10, not 60×60
+    calls.clear()
+    assert reproduce.shape_rows(cells["multiplication_fire"], tmp_path, []) == [] and calls == []
+    assert get_task("multiplication").curve_lengths == tuple(range(1, 11))
 
 
 def test_a_long_answer_trains_on_the_gathered_keys_with_the_dense_result(monkeypatch):

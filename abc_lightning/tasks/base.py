@@ -134,6 +134,7 @@ class Task(ABC):
     long_lengths: tuple[int, ...] | None = None  # reproduce's lengths past the configs' (None: 599-601)
     long_samples: int | None = None  # reproduce's random inputs at each of those (None: 1,000)
     shape_samples: int | None = None  # and at each of its other shapes (shape_tests; None: 1,000)
+    curve_lengths: tuple[int, ...] | None = None  # reproduce's accuracy-by-length curve (None: 1-60)
     cell_overrides: tuple[str, ...] = ()  # flags every reproduce cell of this task adds after --data=<Task>
     abs_overrides: tuple[str, ...] = ()  # and those its ABS cells (configs/abs.yaml) add: a longer step budget
 

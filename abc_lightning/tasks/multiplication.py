@@ -64,6 +64,9 @@ class Multiplication(Task):
     # 200 random products at each: 1,000 at 60×60 would be about two hours of decoding on one
     # thread for each cell and seed (23,250 tokens at 6.4 ms a token for a batch of 20)
     long_samples = shape_samples = 200
+    # the curve of the cells that have one (the FIRE baseline): N×N answers grow as about 6.5 N²
+    # tokens, and under a global attention a curve to 60×60 would be days of decoding on one thread
+    curve_lengths = tuple(range(1, 11))
     # Its reproduce cells (configs/abs_multiplication.yaml): 2,000 steps (every one of 408
     # tokens has to be right: 1,000 left seed 0 at 92.8% in distribution), batches of 32 (a
     # step of 128 took 6 s on one thread), validation at 6 and 10 digits, its own test lengths.
