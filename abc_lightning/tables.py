@@ -94,14 +94,14 @@ def worst_failure_line(cell: Cell, row: dict, lengths: list[int] | None = None) 
 def worst_failure_lines(cell: Cell, rows: list[dict]) -> list[str]:
     """One :func:`worst_failure_line` per run of failing lengths, in order, whose failing families
     and accuracies are the same (599, 600 and 601 digits usually are), with the first's examples."""
-    groups: list[list[dict]] = []
+    groups: list[tuple[dict, list[dict]]] = []  # (failing families and accuracies, their rows)
     for row in rows:
         failing = {f: a for f, a in row["worst_families"].items() if a < 100}
-        if groups and failing == {f: a for f, a in groups[-1][0]["worst_families"].items() if a < 100}:
-            groups[-1].append(row)
+        if groups and groups[-1][0] == failing:
+            groups[-1][1].append(row)
         else:
-            groups.append([row])
-    return [worst_failure_line(cell, g[0], [r["length"] for r in g]) for g in groups]
+            groups.append((failing, [row]))
+    return [worst_failure_line(cell, g[0], [r["length"] for r in g]) for _, g in groups]
 
 
 SHORT_LENGTHS = [1, 2, 3, 4, 5]  # the short-input column: below the 6 digits every table starts at
