@@ -180,7 +180,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     """The table of ``cells`` from ``records`` (cell key -> a record, or one record per seed).
 
     With several seeds a length's column shows the median and the minimum over them, and
-    ``≥ 99 at 60`` how many seeds reached 99% at 60 digits."""
+    ``≥ 99 at 60`` how many seeds reached 99% at 60 digits (– where none was tested there)."""
     by_key = {k: (v if isinstance(v, list) else [v]) for k, v in records.items()}
     every = [r for c in cells for r in by_key.get(c.key, [])]
     previous_path = out / f"{table}.json"
@@ -241,7 +241,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
         cols = [*(spread_of([a.get(n) for a in acc]) for n in LENGTHS),
                 *(spread_of([w.get(n) for w in worst]) for n in WORST_LENGTHS)]
         at60 = [a.get(60) for a in acc]
-        reached = f"{sum(v >= 99 for v in at60 if v is not None)}/{sum(v is not None for v in at60)}"
+        tested = [v for v in at60 if v is not None]
+        reached = f"{sum(v >= 99 for v in tested)}/{len(tested)}" if tested else "–"  # – : no seed tested at 60
         for rec in recs:
             tag = f" (seed {rec['seed']})" if rec.get("seed") else ""
             failing = [r for r in rec["rows"] if any(a < 100 for a in r.get("worst_families", {}).values())]

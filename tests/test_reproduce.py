@@ -155,6 +155,15 @@ def test_a_capped_cell_is_marked_in_the_table(tmp_path):
     assert "capped" not in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
 
 
+def test_a_cell_never_tested_at_60_digits_shows_a_dash_not_a_count(tmp_path):
+    cell = Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor")
+    record = {"rows": [{"length": 6, "accuracy": 0.0}, {"length": 20, "accuracy": 0.0}], "train_seconds": 5.0,
+              "steps": 10, "stopped": "step budget", "command": cell.command}
+    assert "| successor | + T=3 | 1 | – |" in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
+    record["rows"].append({"length": 60, "accuracy": 99.5})
+    assert "| successor | + T=3 | 1 | 1/1 |" in write_table("table1", [cell], {"abs_successor": record}, tmp_path)
+
+
 def test_long_lengths_that_fail_alike_share_one_line_under_the_table(tmp_path):
     cell = Cell("successor", "+ T=3", "configs/abs.yaml", 100.0, ("--data=Successor",), "abs_successor")
     fail = {"length": 599, "input": "9" * 599, "output": "0", "expected": "1" + "0" * 599, "family": "all_nines"}
