@@ -65,8 +65,13 @@ def encode(task: Task, operands: list[np.ndarray], aligned: bool) -> Encoded:
     return Encoded(as_tensor(task.source(operands, aligned)), as_tensor(tgt_in), as_tensor(tgt_out))
 
 
-def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray) -> np.ndarray:
-    """``n`` integers of Π's training part whose decimal digits are mostly 9s.
+#: ``data.rich_digits``: (share of digits drawn 9, share drawn 0) in a carry-rich row; the rest uniform
+RICH_DIGITS = {"nines": (0.5, 0.0), "extremes": (1 / 3, 1 / 3)}
+
+
+def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray, digits: str = "nines") -> np.ndarray:
+    """``n`` integers of Π's training part whose decimal digits are mostly 9s (``nines``), or
+    mostly 9s and 0s (``extremes``).
 
     A length of 1 to 7 digits is drawn uniformly, then each digit is 9 with probability 1/2
     and uniform otherwise (the first one not 0); numbers above 2^20 or outside ``allowed``
@@ -74,14 +79,22 @@ def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray) -> 
     probability 0.55, so three such operands put 9 + 9 + 9 in about one column in six that
     all three reach, and chains of such columns with a carry of 2 through them, which
     uniformly drawn operands almost never hold.
+
+    ``extremes`` draws each digit 9 with probability 1/3, 0 with 1/3 and uniform otherwise.
+    Two such operands put 0 + 0 in about one column in seven, and a column summing to 9
+    over two such columns (``…90 00 00…`` aligned) in about one place in 200, which uniform
+    operands hold once in 10^5 columns: the local pattern behind rare column errors at long
+    lengths (docs/results.md, "The training recipe").
     """
+    p9, p0 = RICH_DIGITS[digits]
     size = len(str(POOL_MAX))  # 7: the digits of 2^20
     out: list[np.ndarray] = []
     have = 0
     while have < n:
         m = 2 * (n - have) + 16
         length = rng.integers(1, size + 1, size=(m, 1))
-        digits = np.where(rng.random((m, size)) < 0.5, 9, rng.integers(0, 10, size=(m, size)))
+        u = rng.random((m, size))
+        digits = np.where(u < p9, 9, np.where(u < p9 + p0, 0, rng.integers(0, 10, size=(m, size))))
         col = np.arange(size)[None, :]
         digits = np.where(col == size - length, np.maximum(digits, 1), digits)  # the leading digit is not 0
         digits = np.where(col < size - length, 0, digits)
@@ -241,6 +254,8 @@ class ArithmeticDataModule(L.LightningDataModule):
             :func:`carry_rich_values`), added beside the pool's rows; None takes the task's
             own (0, the papers' protocol, except where a task's hard cases need it: the
             carries of 2 in three-operand addition).
+        rich_digits: how a carry-rich row's digits are drawn: ``nines`` (half of them 9s) or
+            ``extremes`` (a third 9s, a third 0s), see :func:`carry_rich_values`.
         operands: for a task whose operand count varies (``addition_k``), the count of every
             validation length, test and worst-case input (default: the largest trained; the
             in-distribution split ``val/loss`` and ``val/acc`` stays at that one).
@@ -268,6 +283,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         predict_inputs: list[str] = [],  # noqa: B006
         predict_file: str | None = None,
         carry_rich: float | None = None,
+        rich_digits: str = "nines",
         operands: int | None = None,
         train_operands: list[int] | None = None,
         second_length: int | None = None,
@@ -310,6 +326,9 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.carry_rich = self.task.carry_rich if carry_rich is None else carry_rich
         if not isinstance(self.carry_rich, (int, float)) or not 0 <= self.carry_rich < 1:
             raise ConfigError(f"data.carry_rich must be a share in [0, 1), got {carry_rich!r}")
+        if rich_digits not in RICH_DIGITS:
+            raise ConfigError(f"data.rich_digits must be one of {sorted(RICH_DIGITS)}, got {rich_digits!r}")
+        self.rich_digits = rich_digits
         self._train: EncodedDataset | GroupedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
@@ -366,7 +385,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         allowed = np.zeros(POOL_MAX + 1, dtype=bool)
         allowed[train] = True
         n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
-        operands = task.rich_rows(rng, [carry_rich_values(rng, n, allowed) for _ in range(task.arity)])
+        operands = task.rich_rows(rng, [carry_rich_values(rng, n, allowed, self.rich_digits) for _ in range(task.arity)])
         return encode(task, task.from_pool(operands), self.aligned)
 
     def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:

@@ -84,13 +84,20 @@ class ArithmeticTransformer(L.LightningModule):
         return self.model(src, tgt_in).logits
 
     def loss(self, batch: dict) -> torch.Tensor:
-        logits = self(batch["src"], batch["tgt_in"])
-        return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=vocab.PAD)
+        return self._loss_and_logits(batch)[0]
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = self.loss(batch)
+    def _loss_and_logits(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self(batch["src"], batch["tgt_in"])
+        return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=vocab.PAD), logits
+
+    def training_step(self, batch: dict, batch_idx: int) -> dict:
+        """The loss, and which rows had a wrong token under teacher forcing (``wrong``, read by
+        :class:`~abc_lightning.callbacks.ErrorReplay`)."""
+        loss, logits = self._loss_and_logits(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
-        return loss
+        target = batch["tgt_out"]
+        wrong = ((logits.detach().argmax(-1) != target) & (target != vocab.PAD)).any(dim=1)
+        return {"loss": loss, "wrong": wrong}
 
     # ---- evaluation -----------------------------------------------------------------
     def _evaluate(self, batch: dict, stage: str, metrics: nn.ModuleDict) -> None:

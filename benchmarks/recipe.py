@@ -91,6 +91,14 @@ CANDIDATES = {
                    "drawn carry-rich (mostly 9s, within the training lengths)",
                    ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
                     "--model.lr_schedule=cosine", "--data.carry_rich=0.1"]),
+    "cos1k_extremes": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps; a tenth of the training rows "
+                       "drawn with a third of their digits 9s and a third 0s (within the training lengths)",
+                       ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                        "--model.lr_schedule=cosine", "--data.carry_rich=0.1", "--data.rich_digits=extremes"]),
+    "cos1k_replay": ("Adam 2e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps; the rows a step got wrong "
+                     "(teacher forced) come back in later batches, up to 16 a batch, 8 times each (ErrorReplay)",
+                     ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                      "--model.lr_schedule=cosine", "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay"]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
                     ["--trainer.max_epochs=5", "--model.lr=0.001", "--model.warmup_steps=100",
                      "--model.lr_schedule=cosine"]),

@@ -144,3 +144,25 @@ def test_nx1_carry_rich_rows_pair_mostly_nines_with_every_multiplier():
     assert counts.min() > 0.07 * 5000 and counts.max() < 0.13 * 5000  # uniform, not mostly 9
     assert (a == 9).sum() / (a > 0).sum() > 0.45  # the multiplicand keeps its 9s (1/9 of uniform non-zero digits)
     assert len(data_module_for("nx1", carry_rich=0.2).train_set.src) > len(data_module_for("nx1").train_set.src)
+
+
+def test_extremes_rows_put_a_nine_sum_over_two_zero_columns_hundreds_of_times_more_often():
+    """``data.rich_digits=extremes``: a third of the digits 9s and a third 0s, so the aligned
+    pattern behind rare column errors at long lengths (a column summing to 9 over two columns
+    of 0 + 0) is common; the default (``nines``) draws exactly what it drew before."""
+    from abc_lightning.data import carry_rich_values
+    from abc_lightning.errors import ConfigError
+    from abc_lightning.tasks.base import POOL_MAX
+
+    allowed = np.ones(POOL_MAX + 1, dtype=bool)
+    assert (carry_rich_values(np.random.default_rng(3), 500, allowed)
+            == carry_rich_values(np.random.default_rng(3), 500, allowed, "nines")).all()
+    rng = np.random.default_rng(0)
+    task = get_task("addition")
+    a, b = task.from_pool([carry_rich_values(rng, 20_000, allowed, "extremes") for _ in range(2)])
+    sums, zeros = a + b, (a == 0) & (b == 0)
+    pattern = (sums[:, :-2] == 9) & zeros[:, 1:-1] & zeros[:, 2:]  # most significant first
+    inside = (a[:, :-2] > 0) | (b[:, :-2] > 0)
+    assert pattern[inside].mean() > 100 * 1e-5  # uniform digits: 0.1 × 0.01 × 0.01
+    with pytest.raises(ConfigError, match="data.rich_digits must be one of"):
+        data_module_for("addition", rich_digits="zeros")
