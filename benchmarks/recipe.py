@@ -99,6 +99,11 @@ CANDIDATES = {
                      "(teacher forced) come back in later batches, up to 16 a batch, 8 times each (ErrorReplay)",
                      ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
                       "--model.lr_schedule=cosine", "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay"]),
+    "cos1k_replay_extremes": ("cos1k_replay, with a tenth of the training rows drawn with a third of their digits 9s "
+                              "and a third 0s (cos1k_extremes)",
+                              ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                               "--model.lr_schedule=cosine", "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay",
+                               "--data.carry_rich=0.1", "--data.rich_digits=extremes"]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
                     ["--trainer.max_epochs=5", "--model.lr=0.001", "--model.warmup_steps=100",
                      "--model.lr_schedule=cosine"]),

@@ -66,6 +66,11 @@ class ErrorReplay(L.Callback):
         self.replayed = len(pick)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._remember(outputs, batch)
+        if pl_module is not None:  # rows replayed a step: many early, few once the model is right
+            pl_module.log("train/replayed", float(self.replayed), batch_size=1)
+
+    def _remember(self, outputs, batch) -> None:
         wrong = outputs.get("wrong") if isinstance(outputs, dict) else None
         if wrong is None:
             return
