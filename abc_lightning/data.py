@@ -69,7 +69,7 @@ def encode(task: Task, operands: list[np.ndarray], aligned: bool) -> Encoded:
 RICH_DIGITS = {"nines": (0.5, 0.0), "extremes": (1 / 3, 1 / 3)}
 
 
-def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray, digits: str = "nines") -> np.ndarray:
+def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray, kind: str = "nines") -> np.ndarray:
     """``n`` integers of Π's training part whose decimal digits are mostly 9s (``nines``), or
     mostly 9s and 0s (``extremes``).
 
@@ -82,11 +82,11 @@ def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray, dig
 
     ``extremes`` draws each digit 9 with probability 1/3, 0 with 1/3 and uniform otherwise.
     Two such operands put 0 + 0 in about one column in seven, and a column summing to 9
-    over two such columns (``…90 00 00…`` aligned) in about one place in 200, which uniform
+    over two such columns (``…90 00 00…`` aligned) in about one place in 70, which uniform
     operands hold once in 10^5 columns: the local pattern behind rare column errors at long
     lengths (docs/results.md, "The training recipe").
     """
-    p9, p0 = RICH_DIGITS[digits]
+    p9, p0 = RICH_DIGITS[kind]
     size = len(str(POOL_MAX))  # 7: the digits of 2^20
     out: list[np.ndarray] = []
     have = 0
