@@ -32,6 +32,12 @@ def first_wrong_column(got: str, want: str) -> int:
     return next(width - i for i in range(width - 1, -1, -1) if got[i] != want[i])
 
 
+def columns(answer: str, hi: int, lo: int) -> str:
+    """Columns ``hi`` down to ``lo`` of an answer (1 = the units), blank where it is shorter."""
+    answer = answer.rjust(hi)
+    return answer[len(answer) - hi:len(answer) - lo + 1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint")
@@ -70,11 +76,9 @@ def main() -> int:
                 continue
             text = text.rjust(hi, "0")
             around.append(" ".join(text[len(text) - c] for c in range(hi, lo - 1, -1)))
-        def cols(answer: str) -> str:
-            answer = answer.rjust(hi)
-            return answer[len(answer) - hi:len(answer) - lo + 1]
         print(f"column {col} of {len(row['expected'])}: columns {hi}..{lo} of the operands "
-              f"[{' | '.join(around)}]; right {cols(row['expected'])}, got {cols(row['output'])}")
+              f"[{' | '.join(around)}]; right {columns(row['expected'], hi, lo)}, "
+              f"got {columns(row['output'], hi, lo)}")
     print(f"{wrong} of {args.samples} wrong at {args.length} digits ({100 * (1 - wrong / args.samples):.4f}% right)")
     return 0
 

@@ -64,6 +64,8 @@ def test_the_memory_survives_a_checkpoint_and_bad_settings_are_refused():
     again = ErrorReplay(rows=1, capacity=4, repeats=2)
     again.load_state_dict(replay.state_dict())
     assert torch.equal(again.memory["src"], replay.memory["src"])
+    replay.seed = 2**64 - 1  # an unseeded run's initial seed: the per-step draw still seeds
+    assert replay._generator(7).initial_seed() < 2**63
     for bad in (dict(rows=0), dict(capacity=-1), dict(repeats=1.5), dict(rows=True)):
         with pytest.raises(ConfigError, match="ErrorReplay's"):
             ErrorReplay(**bad)
@@ -82,9 +84,11 @@ def test_a_fit_with_replay_trains_and_two_runs_give_the_same_model():
         losses.append(rows)
         assert (Path(f"runs/debug/version_{version}/val_accuracy.json")).is_file()
     assert losses[0] == losses[1]
-    state = torch.load("runs/debug/version_0/checkpoints/last.ckpt", weights_only=False)["callbacks"]
+    ckpts = [torch.load(f"runs/debug/version_{v}/checkpoints/last.ckpt", weights_only=False) for v in (0, 1)]
+    assert all(torch.equal(w, ckpts[1]["state_dict"][k]) for k, w in ckpts[0]["state_dict"].items())
+    state = ckpts[0]["callbacks"]
     assert "ErrorReplay" in state and set(state["ErrorReplay"]["memory"]) <= {"src", "tgt_in", "tgt_out", "left"}
-    json.loads(Path("runs/debug/version_0/val_accuracy.json").read_text())
+    assert json.loads(Path("runs/debug/version_0/val_accuracy.json").read_text())["rows"]
 
 
 def test_wrong_answers_names_the_first_wrong_column_from_the_units_and_reads_a_checkpoint(capsys):

@@ -24,11 +24,11 @@ class ErrorReplay(L.Callback):
     After each step, every row of the batch with a wrong token under teacher forcing (the
     step's own logits; no extra forward pass) is remembered, up to ``capacity`` rows (the
     oldest go first: early in a fit, when most rows are wrong, the memory turns over every
-    step; late, when errors are rare, each stays until it has been replayed). Before each step, up to ``rows`` remembered rows of the batch's
-    shape, drawn at random, are appended to it; a row is replayed ``repeats`` times (right
-    or wrong by then: one right answer under teacher forcing is a thin margin). The draws are seeded by the run's seed,
-    and the memory is saved in checkpoints, so a resumed fit replays what the uninterrupted
-    one would.
+    step; late, when errors are rare, each stays until it has been replayed). Before each
+    step, up to ``rows`` remembered rows of the batch's shape, drawn at random, are appended
+    to it; a row is replayed ``repeats`` times (right or wrong by then: one right answer under
+    teacher forcing is a thin margin). The draws are seeded by the run's seed, and the memory
+    is saved in checkpoints, so a resumed fit replays what the uninterrupted one would.
     """
 
     def __init__(self, rows: int = 16, capacity: int = 64, repeats: int = 8) -> None:
@@ -45,11 +45,12 @@ class ErrorReplay(L.Callback):
         return "ErrorReplay"
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.seed = int(torch.initial_seed()) % (2**63)
+        self.seed = int(torch.initial_seed())
 
     def _generator(self, step: int) -> torch.Generator:
-        # one seeded draw per step, so that a resumed fit draws what the whole one drew
-        return torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        # one seeded draw per step, so that a resumed fit draws what the whole one drew; an
+        # unseeded run's initial seed is a 64-bit number, so the sum is kept below 2^63
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + step) % 2**63)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self.replayed = 0
