@@ -66,9 +66,23 @@ def test_the_memory_survives_a_checkpoint_and_bad_settings_are_refused():
     assert torch.equal(again.memory["src"], replay.memory["src"])
     replay.seed = 2**64 - 1  # an unseeded run's initial seed: the per-step draw still seeds
     assert replay._generator(7).initial_seed() < 2**63
-    for bad in (dict(rows=0), dict(capacity=-1), dict(repeats=1.5), dict(rows=True)):
+    for bad in (dict(rows=-1), dict(capacity=0), dict(repeats=1.5), dict(rows=True)):
         with pytest.raises(ConfigError, match="ErrorReplay's"):
             ErrorReplay(**bad)
+
+
+def test_rows_0_turns_replay_off_and_the_fit_trains_what_it_trains_without_it():
+    off = ErrorReplay(rows=0)
+    batch = batch_of(4)
+    assert step(off, batch, {0, 1, 2, 3}) == [] and not off.memory and len(batch["src"]) == 4
+    args = ["fit", "--config", DEBUG, "--trainer.max_epochs=1", "--trainer.limit_train_batches=20",
+            "--trainer.enable_progress_bar=false"]
+    assert run_cli(args) == 0
+    assert run_cli([*args, "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay",
+                    "--trainer.callbacks.init_args.rows=0"]) == 0
+    ckpts = [torch.load(f"runs/debug/version_{v}/checkpoints/last.ckpt", weights_only=False) for v in (0, 1)]
+    assert ckpts[1]["callbacks"]["ErrorReplay"]["memory"] == {}
+    assert all(torch.equal(w, ckpts[1]["state_dict"][k]) for k, w in ckpts[0]["state_dict"].items())
 
 
 def test_a_fit_with_replay_trains_and_two_runs_give_the_same_model():

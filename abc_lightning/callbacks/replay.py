@@ -29,12 +29,13 @@ class ErrorReplay(L.Callback):
     to it; a row is replayed ``repeats`` times (right or wrong by then: one right answer under
     teacher forcing is a thin margin). The draws are seeded by the run's seed, and the memory
     is saved in checkpoints, so a resumed fit replays what the uninterrupted one would.
+    ``rows=0`` turns replay off: the fit trains what it would without the callback.
     """
 
     def __init__(self, rows: int = 16, capacity: int = 64, repeats: int = 8) -> None:
-        for name, value in dict(rows=rows, capacity=capacity, repeats=repeats).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"ErrorReplay's {name} must be a whole number of at least 1, got {value!r}")
+        for name, value, least in (("rows", rows, 0), ("capacity", capacity, 1), ("repeats", repeats, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"ErrorReplay's {name} must be a whole number of at least {least}, got {value!r}")
         self.rows, self.capacity, self.repeats = rows, capacity, repeats
         self.memory: dict[str, torch.Tensor] = {}  # KEYS and "left" (replays left), one row each
         self.replayed = 0  # rows appended to the batch now being trained
@@ -67,6 +68,8 @@ class ErrorReplay(L.Callback):
         self.replayed = len(pick)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not self.rows:  # off
+            return
         self._remember(outputs, batch)
         if pl_module is not None:  # rows replayed a step: many early, few once the model is right
             pl_module.log("train/replayed", float(self.replayed), batch_size=1)
