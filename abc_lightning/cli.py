@@ -126,6 +126,10 @@ class ABCLightningCLI(LightningCLI):
         if misplaced:
             raise ConfigError(f"{misplaced[0]} is a bias strategy: give it as bias (YAML 'bias: {{class_path: "
                               f"{misplaced[0]}, init_args: …}}', or --bias={misplaced[0]}), not in trainer.callbacks")
+        if [str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] for c in callbacks].count("ErrorReplay") > 1:
+            raise ConfigError("ErrorReplay is given twice (configs/abs.yaml already ends with it): drop "
+                              "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay, or set the config's "
+                              "with --trainer.callbacks.init_args.rows=N")
         has_bar = any("Progress" in str(getattr(c, "class_path", "")) for c in callbacks)
         if trainer.get("enable_progress_bar") is not False and not has_bar and not sys.stdout.isatty():
             # piped or redirected: plain lines instead of carriage returns and cursor codes

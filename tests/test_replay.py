@@ -85,6 +85,15 @@ def test_rows_0_turns_replay_off_and_the_fit_trains_what_it_trains_without_it():
     assert all(torch.equal(w, ckpts[1]["state_dict"][k]) for k, w in ckpts[0]["state_dict"].items())
 
 
+def test_replay_added_to_a_config_that_has_it_is_one_line_and_no_run_folder(capsys, tmp_path):
+    abs_yaml = str(Path(__file__).resolve().parents[1] / "configs" / "abs.yaml")
+    code = run_cli(["fit", "--config", abs_yaml, "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay",
+                    f"--trainer.logger.init_args.save_dir={tmp_path}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "ErrorReplay is given twice" in err[-1]
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_fit_with_replay_trains_and_two_runs_give_the_same_model():
     """On the CLI (``--trainer.callbacks+=...ErrorReplay``) with a tiny model: seeded, so a rerun
     trains the same weights."""
