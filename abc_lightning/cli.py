@@ -121,12 +121,12 @@ class ABCLightningCLI(LightningCLI):
                               "use --trainer.accelerator=auto or cpu")
         check_trainer(trainer)
         callbacks = trainer.get("callbacks") or []
-        misplaced = [str(c.class_path).rsplit(".", 1)[-1] for c in callbacks
-                     if str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] in BIAS_STRATEGIES]
+        names = [str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] for c in callbacks]
+        misplaced = [name for name in names if name in BIAS_STRATEGIES]
         if misplaced:
             raise ConfigError(f"{misplaced[0]} is a bias strategy: give it as bias (YAML 'bias: {{class_path: "
                               f"{misplaced[0]}, init_args: …}}', or --bias={misplaced[0]}), not in trainer.callbacks")
-        if [str(getattr(c, "class_path", "")).rsplit(".", 1)[-1] for c in callbacks].count("ErrorReplay") > 1:
+        if names.count("ErrorReplay") > 1:
             raise ConfigError("ErrorReplay is given twice (configs/abs.yaml already ends with it): drop "
                               "--trainer.callbacks+=abc_lightning.callbacks.ErrorReplay, or set the config's "
                               "with --trainer.callbacks.init_args.rows=N")
