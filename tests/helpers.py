@@ -1,5 +1,7 @@
 """Shared test helpers."""
 
+from pathlib import Path
+
 import torch
 
 from abc_lightning import vocab
@@ -90,3 +92,13 @@ def assert_cached_decoding_matches_recomputation(task, src: torch.Tensor, steps:
     m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False),
                                             spans=partial(task.dependency_spans, aligned=False)))
     assert torch.equal(m.generate(src, steps), full)
+
+
+def load_script(path: Path):
+    """A script or benchmark outside the package, imported as a module (``path``'s stem)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,19 +1,17 @@
 """scripts/compare_records.py: two folders of reproduce records, compared cell by cell."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare_records.py"
 
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("compare_records", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def record(commit: str, accuracy_60: float = 100.0, steps: int = 8000) -> dict:
