@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,10 +30,6 @@ OUT = ROOT / "results" / "in_distribution"
 LENGTHS = (5, 6)  # random inputs at these lengths (the training operands have up to 6 digits, and 7 up to 2^20)
 WORST = range(1, 7)  # worst-case sets at these lengths
 SEED = 12345  # + the length: the random inputs' seed (the test protocol's are seeded otherwise)
-
-
-def digits_text(row: np.ndarray) -> str:
-    return "".join(str(int(d)) for d in row).lstrip("0") or "0"
 
 
 def exact(record: dict) -> bool:
@@ -51,8 +48,7 @@ def check_run(checkpoint: Path, samples: int) -> dict:
         out["worst_inputs"] += len(texts)
         out["worst_wrong"] += sum(not r["correct"] for r in model.predict_rows(texts))
     for length in LENGTHS:
-        operands = task.sample(np.random.default_rng(SEED + length), samples, length)
-        texts = [task.expression(tuple(digits_text(op[i]) for op in operands)) for i in range(samples)]
+        texts = task.expressions(task.sample(np.random.default_rng(SEED + length), samples, length))
         out[f"random_wrong_{length}"] = sum(not r["correct"] for r in model.predict_rows(texts))
     return out
 
@@ -60,7 +56,7 @@ def check_run(checkpoint: Path, samples: int) -> dict:
 def run(folder: Path, samples: int) -> None:
     import torch
 
-    torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", "1")))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     lines = folder / "in_distribution.jsonl"
     done = {json.loads(x)["key"] for x in lines.read_text().splitlines()} if lines.exists() else set()
     for path in sorted(folder.glob("*.json")):

@@ -20,11 +20,6 @@ import numpy as np
 import torch
 
 
-def digits_text(row: np.ndarray) -> str:
-    text = "".join(str(int(d)) for d in row).lstrip("0")
-    return text or "0"
-
-
 def first_wrong_column(got: str, want: str) -> int:
     """1 for the units digit; the longer answer is padded on the left."""
     width = max(len(got), len(want))
@@ -51,12 +46,13 @@ def main() -> int:
 
     from abc_lightning import load
     from abc_lightning.errors import CheckpointError, ConfigError, InputError
+    from abc_lightning.tasks.base import digits_text
 
     try:
         model = load(args.checkpoint)
         task = model.task
         operands = task.sample(np.random.default_rng(args.seed), args.samples, args.length)
-        texts = [task.expression(tuple(digits_text(op[i]) for op in operands)) for i in range(args.samples)]
+        texts = task.expressions(operands)
         rows = model.predict_rows(texts)
     except (CheckpointError, ConfigError, InputError, OSError) as err:
         print(f"wrong_answers: error: {err}", file=sys.stderr)

@@ -43,6 +43,16 @@ def test_parity_prefix_xor_scratchpad():
     assert list(get_task("parity_classification").target(ops)[0]) == [1]
 
 
+def test_sampled_operands_read_back_as_the_inputs_a_person_types():
+    addition = get_task("addition")
+    operands = [np.array([[0, 0, 4, 2], [9, 9, 9, 9]]), np.array([[0, 0, 0, 0], [0, 1, 0, 0]])]
+    assert addition.expressions(operands) == ["42+0", "9999+100"]
+    assert get_task("successor").expressions([np.array([[0, 7, 0]])]) == ["70"]
+    rows = addition.sample(np.random.default_rng(0), 5, 6)
+    assert [text.split("+") for text in addition.expressions(rows)] == \
+        [[str(int("".join(map(str, a)))), str(int("".join(map(str, b))))] for a, b in zip(*rows)]
+
+
 def test_targets_are_exact_at_long_lengths():
     rng = np.random.default_rng(0)
     for name, op in [("successor", None), ("addition", "+"), ("nx1", "*")]:

@@ -65,6 +65,12 @@ def pad_left(digits: np.ndarray, width: int) -> np.ndarray:
     return np.pad(digits, ((0, 0), (missing, 0)))
 
 
+def digits_text(row: np.ndarray) -> str:
+    """One operand's digit row, most significant first and padded with zeros, as written
+    (``[0, 0, 4, 2]`` -> ``"42"``)."""
+    return "".join(str(int(d)) for d in row).lstrip("0") or "0"
+
+
 def add_columns(a: np.ndarray, b: np.ndarray | int, scale: np.ndarray | int = 1) -> np.ndarray:
     """Exact ``a * scale + b`` on MSB-first digit arrays; returns LSB-first, one digit wider.
 
@@ -323,6 +329,11 @@ class Task(ABC):
     def expression(self, parts: tuple[str, ...]) -> str:
         """Operand strings -> the input as typed, e.g. ``("123", "456")`` -> ``"123+456"``."""
         return self.operator.join(parts) if self.operator is not None else parts[0]
+
+    def expressions(self, operands: list[np.ndarray]) -> list[str]:
+        """Operand digit arrays (one per operand, a row per input, as :meth:`sample` draws
+        them) -> each input as typed."""
+        return [self.expression(tuple(digits_text(op[i]) for op in operands)) for i in range(len(operands[0]))]
 
     def operands_from_text(self, parts: list[str], width: int) -> list[np.ndarray]:
         """Operand strings -> one-row digit arrays, each padded to ``width``."""
