@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning.biases.windows import Needs
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.base import Task, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, digits_text, spread
 
 
 class RowAddition(Task):
@@ -112,7 +112,7 @@ class RowAddition(Task):
     def format_answer(self, digits: list[int]) -> str:
         """The last row's digits (this instance's k rows of equal length)."""
         last = digits[len(digits) - len(digits) // self.arity :][::2]
-        return "".join(str(d) for d in reversed(last)).lstrip("0") or "0"
+        return digits_text(last[::-1])
 
     def for_shape(self, n_source: int, n_answer: int) -> RowAddition:
         return self.with_operands(len(self.frame(n_answer, n_source, False)))

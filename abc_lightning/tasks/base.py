@@ -376,4 +376,4 @@ class Task(ABC):
 
     def format_answer(self, digits: list[int]) -> str:
         """Generation-order answer digits -> the answer as a person writes it."""
-        return "".join(str(d) for d in reversed(digits)).lstrip("0") or "0"
+        return digits_text(digits[::-1])

@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning.biases.windows import Needs
 from abc_lightning.errors import ConfigError
-from abc_lightning.tasks.base import SPARE_CELLS, Task, pad_left, sample_decimal, spread
+from abc_lightning.tasks.base import SPARE_CELLS, Task, digits_text, pad_left, sample_decimal, spread
 
 
 class Multiplication(Task):
@@ -136,7 +136,7 @@ class Multiplication(Task):
         """The last row's digits (every third token from the second, of the last row)."""
         size = self.row_width(*self.widths) if self.widths else None
         last = digits[len(digits) - 3 * size :] if size and len(digits) >= 3 * size else digits
-        return "".join(str(d) for d in reversed(last[1::3])).lstrip("0") or "0"
+        return digits_text(last[1::3][::-1])
 
     widths: tuple[int, int] | None = None  # the frame an answer was decoded in (for_shape)
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from abc_lightning.biases.windows import Needs
-from abc_lightning.tasks.base import Task, add_columns, cycle, pad_left, sample_decimal, to_digits
+from abc_lightning.tasks.base import Task, add_columns, cycle, digits_text, pad_left, sample_decimal, to_digits
 
 
 class MultiplyFixedWidth(Task):
@@ -79,7 +79,7 @@ class MultiplyFixedWidth(Task):
 
     def format_answer(self, digits: list[int]) -> str:
         product = digits[self.m :: self.block]  # the s token of each column
-        return "".join(str(d) for d in reversed(product)).lstrip("0") or "0"
+        return digits_text(product[::-1])
 
     def frame(self, n_queries: int, n_keys: int, aligned: bool) -> tuple[int, ...]:
         return (n_keys - 3 - self.m, self.m)  # $, a, *, b (M digits), &

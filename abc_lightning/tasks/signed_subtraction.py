@@ -9,7 +9,7 @@ import torch
 
 from abc_lightning import vocab
 from abc_lightning.biases.windows import Needs
-from abc_lightning.tasks.base import Task, cycle, spread
+from abc_lightning.tasks.base import Task, cycle, digits_text, spread
 from abc_lightning.tasks.subtraction import subtract_columns
 
 PLUS, MINUS = vocab.TOKEN["+"], vocab.TOKEN["-"]
@@ -99,7 +99,7 @@ class SignedSubtraction(Task):
         magnitude = body[1::2] if sign == MINUS else body[0::2]
         if any(d >= 10 for d in magnitude):
             return vocab.decode(digits)
-        text = "".join(str(d) for d in reversed(magnitude)).lstrip("0") or "0"
+        text = digits_text(magnitude[::-1])
         return "-" + text if sign == MINUS and text != "0" else text
 
     def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
