@@ -4,7 +4,8 @@
 
 A record (`<cell>[.seedS].json`) holds the steps a cell trained, why it stopped, its
 accuracy and worst-case results at every length tested (with the inputs it got wrong and
-what it answered) and its accuracy curve over lengths 1-60. Two records of one cell that
+what it answered), the same at each other shape where the task has them (N×M's M, k-operand
+addition's k) and its accuracy curve over lengths 1-60. Two records of one cell that
 agree on all of these came from models that answer alike on every input tested, which is
 what "the same model" can mean without the weights. Train and test times, the date, the
 commit and the machine are not compared; they are printed, so that a difference can be
@@ -20,7 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-COMPARED = ("steps", "stopped", "rows", "curve")
+COMPARED = ("steps", "stopped", "rows", "shape_rows", "curve")
+SHAPES = ("second", "operands")  # what a shape row varies beside the length: N×M's M, k-operand's k
 
 
 def load(folder: Path) -> dict[str, dict]:
@@ -36,18 +38,31 @@ def load(folder: Path) -> dict[str, dict]:
     return records
 
 
+def shape(row: dict) -> str:
+    """A row's place: `60` for a length, `60×20` for N×M's shape rows, `60 (10 operands)` for k-operand's."""
+    if "second" in row:
+        return f"{row['length']}×{row['second']}"
+    if "operands" in row:
+        return f"{row['length']} ({row['operands']} operands)"
+    return str(row["length"])
+
+
 def row_differences(a: list[dict], b: list[dict]) -> list[str]:
-    """Lengths whose results differ, each as `L: <a> vs <b>` on accuracy and worst case."""
-    by_length_a = {row["length"]: row for row in a}
-    by_length_b = {row["length"]: row for row in b}
+    """Rows whose results differ, each as `L: <a> vs <b>` on accuracy and worst case."""
+    def place(row: dict) -> tuple:
+        return (row["length"], *(row.get(k, 0) for k in SHAPES))
+    by_place_a = {place(row): row for row in a}
+    by_place_b = {place(row): row for row in b}
     out = []
-    for length in sorted(set(by_length_a) | set(by_length_b)):
-        ra, rb = by_length_a.get(length), by_length_b.get(length)
+    for key in sorted(set(by_place_a) | set(by_place_b)):
+        ra, rb = by_place_a.get(key), by_place_b.get(key)
+        name = shape(ra or rb)
         if ra is None or rb is None:
-            out.append(f"{length}: tested in {'the first' if rb is None else 'the second'} only")
+            out.append(f"{name}: tested in {'the first' if rb is None else 'the second'} only")
         elif ra != rb:
-            pair = [f"{ra.get(k)} vs {rb.get(k)}" for k in ("accuracy", "worst") if ra.get(k) != rb.get(k)]
-            out.append(f"{length}: " + ("; ".join(pair) if pair else "same accuracy, other failures"))
+            pair = [f"{label}{ra.get(k)} vs {rb.get(k)}" for k, label in (("accuracy", ""), ("worst", "worst "))
+                    if ra.get(k) != rb.get(k)]
+            out.append(f"{name}: " + ("; ".join(pair) if pair else "same accuracy, other failures"))
     return out
 
 
@@ -56,8 +71,9 @@ def differences(a: dict, b: dict) -> list[str]:
     for key in COMPARED:
         if a.get(key) == b.get(key):
             continue
-        if key == "rows":
-            out.extend("length " + d for d in row_differences(a.get("rows") or [], b.get("rows") or []))
+        if key in ("rows", "shape_rows"):
+            prefix = "length " if key == "rows" else "shape "
+            out.extend(prefix + d for d in row_differences(a.get(key) or [], b.get(key) or []))
         elif key == "curve":
             out.append("curve over lengths 1-60")
         else:
@@ -97,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if only:
             print(f"\nOnly in the {label} folder: {', '.join(only)}")
     print(f"\n{len(shared) - differing} of {len(shared)} shared cell(s) the same "
-          f"(steps, stop reason, every tested length and worst case, the 1-60 curve); {differing} differ.")
+          f"(steps, stop reason, every tested length, shape and worst case, the 1-60 curve); {differing} differ.")
     return 1 if differing else 0
 
 

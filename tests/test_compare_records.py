@@ -59,3 +59,16 @@ def test_bad_input_is_one_line(compare, tmp_path, capsys):
     empty.mkdir()
     assert compare.main([str(a), str(empty)]) == 2
     assert "holds no reproduce records" in capsys.readouterr().err
+
+
+def test_shape_rows_are_compared(compare, tmp_path, capsys):
+    def with_shapes(commit: str, accuracy: float) -> dict:
+        rec = record(commit)
+        rec["shape_rows"] = [{"second": 20, "length": 60, "accuracy": accuracy, "worst": 100.0},
+                             {"second": 6, "length": 60, "accuracy": 100.0, "worst": 100.0}]
+        return rec
+    a = write(tmp_path / "a", {"abs_multiplication": with_shapes("aaa", 100.0)})
+    b = write(tmp_path / "b", {"abs_multiplication": with_shapes("bbb", 99.5)})
+    assert compare.main([str(a), str(b)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| abs_multiplication "))
+    assert line.endswith("differs: shape 60×20: 100.0 vs 99.5 |")
