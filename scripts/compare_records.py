@@ -21,8 +21,9 @@ import json
 import sys
 from pathlib import Path
 
+from abc_lightning.tasks import get_task
+
 COMPARED = ("steps", "stopped", "rows", "shape_rows", "curve")
-SHAPES = ("second", "operands")  # what a shape row varies beside the length: N×M's M, k-operand's k
 
 
 def load(folder: Path) -> dict[str, dict]:
@@ -38,31 +39,22 @@ def load(folder: Path) -> dict[str, dict]:
     return records
 
 
-def shape(row: dict) -> str:
-    """A row's place: `60` for a length, `60×20` for N×M's shape rows, `60 (10 operands)` for k-operand's."""
-    if "second" in row:
-        return f"{row['length']}×{row['second']}"
-    if "operands" in row:
-        return f"{row['length']} ({row['operands']} operands)"
-    return str(row["length"])
-
-
-def row_differences(a: list[dict], b: list[dict]) -> list[str]:
-    """Rows whose results differ, each as `L: <a> vs <b>` on accuracy and worst case."""
-    def place(row: dict) -> tuple:
-        return (row["length"], *(row.get(k, 0) for k in SHAPES))
-    by_place_a = {place(row): row for row in a}
-    by_place_b = {place(row): row for row in b}
+def row_differences(a: list[dict], b: list[dict], label=None) -> list[str]:
+    """Rows whose results differ, each as `<row>: <a> vs <b>` on accuracy and worst case.
+    A row is named by its length, or by ``label(row)`` (a shape row's, e.g. `60×20`)."""
+    name = label or (lambda row: row["length"])
+    by_name_a = {name(row): row for row in a}
+    by_name_b = {name(row): row for row in b}
+    names = list(dict.fromkeys([*by_name_a, *by_name_b]))
     out = []
-    for key in sorted(set(by_place_a) | set(by_place_b)):
-        ra, rb = by_place_a.get(key), by_place_b.get(key)
-        name = shape(ra or rb)
+    for key in names if label else sorted(names):
+        ra, rb = by_name_a.get(key), by_name_b.get(key)
         if ra is None or rb is None:
-            out.append(f"{name}: tested in {'the first' if rb is None else 'the second'} only")
+            out.append(f"{key}: tested in {'the first' if rb is None else 'the second'} only")
         elif ra != rb:
-            pair = [f"{label}{ra.get(k)} vs {rb.get(k)}" for k, label in (("accuracy", ""), ("worst", "worst "))
+            pair = [f"{tag}{ra.get(k)} vs {rb.get(k)}" for k, tag in (("accuracy", ""), ("worst", "worst "))
                     if ra.get(k) != rb.get(k)]
-            out.append(f"{name}: " + ("; ".join(pair) if pair else "same accuracy, other failures"))
+            out.append(f"{key}: " + ("; ".join(pair) if pair else "same accuracy, other failures"))
     return out
 
 
@@ -71,9 +63,11 @@ def differences(a: dict, b: dict) -> list[str]:
     for key in COMPARED:
         if a.get(key) == b.get(key):
             continue
-        if key in ("rows", "shape_rows"):
-            prefix = "length " if key == "rows" else "shape "
-            out.extend(prefix + d for d in row_differences(a.get(key) or [], b.get(key) or []))
+        if key == "rows":
+            out.extend("length " + d for d in row_differences(a.get("rows") or [], b.get("rows") or []))
+        elif key == "shape_rows":  # named as the table names them (`Task.shape_label`)
+            label = get_task(a["task"]).shape_label
+            out.extend("shape " + d for d in row_differences(a.get(key) or [], b.get(key) or [], label))
         elif key == "curve":
             out.append("curve over lengths 1-60")
         else:

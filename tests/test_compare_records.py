@@ -63,7 +63,7 @@ def test_bad_input_is_one_line(compare, tmp_path, capsys):
 
 def test_shape_rows_are_compared(compare, tmp_path, capsys):
     def with_shapes(commit: str, accuracy: float) -> dict:
-        rec = record(commit)
+        rec = {**record(commit), "task": "multiplication"}
         rec["shape_rows"] = [{"second": 20, "length": 60, "accuracy": accuracy, "worst": 100.0},
                              {"second": 6, "length": 60, "accuracy": 100.0, "worst": 100.0}]
         return rec
