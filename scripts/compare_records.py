@@ -64,7 +64,7 @@ def differences(a: dict, b: dict) -> list[str]:
         if a.get(key) == b.get(key):
             continue
         if key == "rows":
-            out.extend("length " + d for d in row_differences(a.get("rows") or [], b.get("rows") or []))
+            out.extend("length " + d for d in row_differences(a.get(key) or [], b.get(key) or []))
         elif key == "shape_rows":  # named as the table names them (`Task.shape_label`)
             label = get_task(a["task"]).shape_label
             out.extend("shape " + d for d in row_differences(a.get(key) or [], b.get(key) or [], label))
