@@ -5,7 +5,8 @@ Draws fresh random N-digit × 3-digit products (its own generator, not the test 
 decodes them with both seed-0 models of the beyond table. The answer is a scratchpad of
 4 tokens a column: the digits q0, q1, q2 of the three partial products a × b_j that fall in
 that column, then the product digit s. For every wrong answer it finds the first wrong
-token: its slot (q0, q1, q2 or s), its column (least significant = 0) and, for a q slot,
+token: its slot (q0, q1, q2 or s; ``end`` where the model wrote the end mark for a digit or
+a digit for it), its column (least significant = 0) and, for a q slot,
 the multiplier digit b_j and the carry that partial product brings into that column (what
 the token must infer from the row one column back); for s, the carry of the column sums.
 Needs the runs of ``reproduce beyond --only nx3_T4_encoder_w1 abs_nx3 --seeds <S …> --results
@@ -80,10 +81,15 @@ for length in lengths:
             wrong.add(i)
             t = first_wrong(row["raw_output"], row["raw_expected"])
             c, j = divmod(t, 4)
+            got = row["raw_output"][t] if t < len(row["raw_output"]) else ""
+            if not (got.isdigit() and row["raw_expected"][t].isdigit()):
+                slots["end"] += 1  # an end mark written, or expected, where the other has a digit
+                columns[min(c * 10 // (length + 3), 9)] += 1
+                details.append(f"end mark, col {c}: wrote {got or 'nothing'} for {row['raw_expected'][t]}")
+                continue
             slots[SLOTS[j]] += 1
             phases[f"{SLOTS[j]}@{c % 4}"] += 1
-            off[(int(row["raw_output"][t]) - int(row["raw_expected"][t])) % 10 if t < len(row["raw_output"])
-                and row["raw_output"][t].isdigit() else "?"] += 1
+            off[(int(got) - int(row["raw_expected"][t])) % 10] += 1
             columns[min(c * 10 // (length + 3), 9)] += 1
             if j < 3:
                 bj, carry = carry_into(a, b, j, c)
