@@ -26,7 +26,7 @@ from abc_lightning import vocab
 from abc_lightning.errors import ConfigError, InputError
 from abc_lightning.evaluation import group_inputs
 from abc_lightning.tasks import TASKS, Task, class_name
-from abc_lightning.tasks.base import POOL_MAX
+from abc_lightning.tasks.base import POOL_MAX, pad_left
 
 MAX_EVAL_LENGTH = 10_000
 
@@ -39,6 +39,7 @@ SALT_VAL_SPLIT = 2  # the in-distribution validation rows
 SALT_VAL = 3  # the validation lengths
 SALT_TEST = 4  # the test protocol's sets
 SALT_CARRY_RICH = 5  # the carry-rich training rows
+SALT_TRAIN_FRAME = 100  # + extra cells: the training rows of a wider frame (data.train_frames)
 #: Input tokens per evaluation batch at most: a batch of long inputs (40 operands of 60
 #: digits are 2,521 tokens) holds fewer rows than ``data.eval_batch_size`` (600 digits of two
 #: aligned operands, 1,207 tokens, still hold 1,000), so that the
@@ -104,6 +105,14 @@ def carry_rich_values(rng: np.random.Generator, n: int, allowed: np.ndarray, kin
         out.append(values)
         have += len(values)
     return np.concatenate(out)[:n]
+
+
+def widen(task: Task, operands: list[np.ndarray], extra: int) -> list[np.ndarray]:
+    """Training operands in a frame ``extra`` cells wider: each operand of the training width
+    gets that many more leading zeros (a multiplier of fixed width stays as it is)."""
+    if not extra:
+        return operands
+    return [pad_left(op, op.shape[1] + extra) if op.shape[1] == task.train_width else op for op in operands]
 
 
 def concat(*parts: Encoded) -> Encoded:
@@ -261,6 +270,11 @@ class ArithmeticDataModule(L.LightningDataModule):
             in-distribution split ``val/loss`` and ``val/acc`` stays at that one).
         train_operands: for such a task, the counts it trains on; each training batch holds
             one of them (default: the task's own, 2 to 4).
+        train_frames: how many training frames: 1 (default) pads every training operand to
+            the training width; f splits the training rows into f groups, padded with 0 to
+            f − 1 more leading zeros (a multiplier of fixed width stays as it is), so that the
+            top of the frame meets the cyclic index at f phases in training, not one. Each
+            batch holds one frame.
         second_length: for a task whose operands may differ in length (``multiplication``),
             the second operand's digits in every validation length, test and worst-case input
             (default: the first's), e.g. 6 with ``test_lengths: [60]`` for 60×6.
@@ -287,6 +301,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         operands: int | None = None,
         train_operands: list[int] | None = None,
         second_length: int | None = None,
+        train_frames: int = 1,
     ) -> None:
         super().__init__()
         if self.task_class is None:
@@ -329,6 +344,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         if rich_digits not in RICH_DIGITS:
             raise ConfigError(f"data.rich_digits must be one of {sorted(RICH_DIGITS)}, got {rich_digits!r}")
         self.rich_digits = rich_digits
+        self.train_frames = check_count("data.train_frames", train_frames)
         self._train: EncodedDataset | GroupedDataset | None = None
         self._val: list[EncodedDataset] = []
         self._test: list[EncodedDataset] = []
@@ -351,8 +367,9 @@ class ArithmeticDataModule(L.LightningDataModule):
         """The longest source or decoder sequence this stage will feed the model.
 
         Measured on real encoded samples (one at the longest length, or the predict
-        inputs), so every task's own layout decides; evaluation widths are never below
-        the training width, so training sequences are covered too.
+        inputs, and in fit the widest training frame), so every task's own layout decides;
+        evaluation widths are never below the training width, so training sequences are
+        covered too.
         """
         if stage == "predict":
             self.setup("predict")
@@ -361,6 +378,10 @@ class ArithmeticDataModule(L.LightningDataModule):
             lengths = self.test_lengths if stage == "test" else self.val_lengths
             data = self.length_set(max(lengths), 1, salt=SALT_PROBE).data
             shapes = [(data.src.shape[1], data.tgt_in.shape[1])]
+            if stage == "fit" and self.train_frames > 1:  # the widest training frame
+                for task in self.train_tasks:
+                    data = self._from_pool(np.zeros(1, dtype=np.int64), None, SALT_PROBE, task, self.train_frames - 1)
+                    shapes.append((data.src.shape[1], data.tgt_in.shape[1]))
         return max((max(shape) for shape in shapes), default=0)
 
     # ---- splits -------------------------------------------------------------------
@@ -370,15 +391,16 @@ class ArithmeticDataModule(L.LightningDataModule):
         cut = len(perm) * 7 // 8
         return perm[:cut], perm[cut:]
 
-    def _from_pool(self, values: np.ndarray, n: int | None, salt: int, task: Task | None = None) -> Encoded:
+    def _from_pool(self, values: np.ndarray, n: int | None, salt: int, task: Task | None = None,
+                   extra: int = 0) -> Encoded:
         task = task or self.task
         rng = np.random.default_rng([self.seed, salt])
         count = len(values) if n is None else min(n, len(values))
         first = values[:count] if n is None else rng.choice(values, size=count, replace=False)
         operands = [first] + [rng.choice(values, size=count) for _ in range(task.arity - 1)]
-        return encode(task, task.from_pool(operands), self.aligned)
+        return encode(task, widen(task, task.from_pool(operands), extra), self.aligned)
 
-    def _carry_rich(self, train: np.ndarray, n_pool: int, task: Task | None = None) -> Encoded:
+    def _carry_rich(self, train: np.ndarray, n_pool: int, task: Task | None = None, extra: int = 0) -> Encoded:
         """The carry-rich rows: ``carry_rich`` of the whole split, beside ``n_pool`` pool rows."""
         task = task or self.task
         rng = np.random.default_rng([self.seed, SALT_CARRY_RICH])
@@ -386,7 +408,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         allowed[train] = True
         n = round(n_pool * self.carry_rich / (1 - self.carry_rich))
         operands = task.rich_rows(rng, [carry_rich_values(rng, n, allowed, self.rich_digits) for _ in range(task.arity)])
-        return encode(task, task.from_pool(operands), self.aligned)
+        return encode(task, widen(task, task.from_pool(operands), extra), self.aligned)
 
     def length_set(self, length: int, n: int, salt: int) -> EncodedDataset:
         """Samples of exactly ``length`` digits, seeded by (seed, length, salt)."""
@@ -410,14 +432,19 @@ class ArithmeticDataModule(L.LightningDataModule):
             train, val = self.pool_split()
         if needs_train:
             groups = []
-            for task in self.train_tasks:  # one, unless the operand count varies
-                # several counts share the split's size: each draws its rows from the whole split
-                n, salt = ((None, SALT_TRAIN) if len(self.train_tasks) == 1
-                           else (len(train) // len(self.train_tasks), SALT_TRAIN_K + task.arity))
-                data = self._from_pool(train, n, salt=salt, task=task)
-                if self.carry_rich > 0:
-                    data = concat(data, self._carry_rich(train, len(data.src), task))
-                groups.append(EncodedDataset(data, "train"))
+            shares = len(self.train_tasks) * self.train_frames
+            # the training frame's own group last (with the largest operand count): ``train_set``
+            for extra in reversed(range(self.train_frames)):
+                for task in self.train_tasks:  # one, unless the operand count varies
+                    # several groups share the split's size: each draws its rows from the whole split
+                    n, salt = ((None, SALT_TRAIN) if len(self.train_tasks) == 1
+                               else (len(train) // len(self.train_tasks), SALT_TRAIN_K + task.arity))
+                    if self.train_frames > 1:
+                        n, salt = len(train) // shares, salt + SALT_TRAIN_FRAME * (extra + 1)
+                    data = self._from_pool(train, n, salt=salt, task=task, extra=extra)
+                    if self.carry_rich > 0:
+                        data = concat(data, self._carry_rich(train, len(data.src), task, extra))
+                    groups.append(EncodedDataset(data, "train"))
             self._train = groups[0] if len(groups) == 1 else GroupedDataset(groups)
         if needs_val:
             # in distribution: at the largest trained operand count (val/loss picks best.ckpt)

@@ -142,3 +142,29 @@ def test_wrong_answers_names_the_first_wrong_column_from_the_units_and_reads_a_c
         assert script.main() == 2
     finally:
         sys.argv = old
+
+
+def wide_batch_of(n: int, start: int = 0) -> dict:
+    """A batch one cell wider than ``batch_of``'s (another training frame)."""
+    ids = torch.arange(start, start + n)[:, None]
+    return {"src": ids.repeat(1, 6), "tgt_in": ids.repeat(1, 3), "tgt_out": ids.repeat(1, 3), "tag": "train"}
+
+
+def test_keep_shapes_gives_each_batch_shape_a_memory_of_its_own():
+    # one shape at a time (the default): a wrong row of another shape empties the memory
+    one = ErrorReplay(rows=2, capacity=8, repeats=3)
+    step(one, batch_of(2), {0})
+    step(one, wide_batch_of(2, start=50), {50})
+    assert step(one, batch_of(2, start=10), set()) == []
+    assert step(one, wide_batch_of(2, start=60), set()) == [50]
+
+    kept = ErrorReplay(rows=2, capacity=8, repeats=3, keep_shapes=True)
+    step(kept, batch_of(2), {0})
+    step(kept, wide_batch_of(2, start=50), {50})
+    assert step(kept, batch_of(2, start=10), set()) == [0]  # each row rides only beside its own shape
+    assert step(kept, wide_batch_of(2, start=60), set()) == [50]
+    restored = ErrorReplay(rows=2, capacity=8, repeats=3, keep_shapes=True)
+    restored.load_state_dict(kept.state_dict())
+    assert step(restored, batch_of(2, start=20), set()) == [0] and step(restored, wide_batch_of(2, start=70), set()) == [50]
+    with pytest.raises(ConfigError, match="keep_shapes"):
+        ErrorReplay(keep_shapes="yes")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from abc_lightning import vocab
-from abc_lightning.data import data_module_for, eval_size
+from abc_lightning.data import data_module_for, eval_size, widen
 from abc_lightning.errors import ConfigError, InputError
 from abc_lightning.tasks import get_task
 
@@ -153,3 +153,28 @@ def test_every_task_names_its_data_flag():
     for name, cls in TASKS.items():
         assert f"``--data={class_name(name)}``" in cls.__doc__, name
         assert getattr(data, class_name(name)).task_class is cls
+
+
+@pytest.mark.parametrize("name", ["nx1", "addition"])
+def test_train_frames_pads_the_training_rows_to_several_widths_and_1_changes_nothing(name):
+    one, again = data_module_for(name), data_module_for(name, train_frames=1)
+    one.setup("fit"), again.setup("fit")
+    assert np.array_equal(one.train_set.src.numpy(), again.train_set.src.numpy())  # the default, row for row
+
+    three = data_module_for(name, train_frames=3)
+    three.setup("fit")
+    groups = three._train.groups
+    widths = [g.data.src.shape[1] for g in groups]
+    assert len(groups) == 3 and len(set(widths)) == 3 and widths[-1] == one.train_set.src.shape[1]
+    assert sum(len(g) for g in groups) <= len(one.train_set.src)  # the split is shared, not tripled
+    assert three.max_tokens("fit") >= max(widths)
+    if name == "nx1":  # the one-digit multiplier is not widened
+        assert widths == [one.train_set.src.shape[1] + extra for extra in (2, 1, 0)]
+
+    # leading zeros change no value: the answer gains zero columns at its top, nothing else
+    task = three.task
+    operands = task.from_pool([np.array([999_999, 123_456, 7]), np.array([9, 8, 7_654_321])])
+    base, wide = task.target(operands), task.target(widen(task, operands, 2))
+    assert np.array_equal(wide[:, : base.shape[1]], base) and not wide[:, base.shape[1]:].any()
+    with pytest.raises(ConfigError, match="data.train_frames"):
+        data_module_for(name, train_frames=0)

@@ -30,14 +30,21 @@ class ErrorReplay(L.Callback):
     teacher forcing is a thin margin). The draws are seeded by the run's seed, and the memory
     is saved in checkpoints, so a resumed fit replays what the uninterrupted one would.
     ``rows=0`` turns replay off: the fit trains what it would without the callback.
+
+    Where batches come in several shapes (several operand counts, ``data.train_frames``),
+    the memory holds one shape at a time and a wrong row of another shape empties it; with
+    ``keep_shapes`` each shape keeps a memory of its own, of ``capacity`` rows.
     """
 
-    def __init__(self, rows: int = 16, capacity: int = 64, repeats: int = 8) -> None:
+    def __init__(self, rows: int = 16, capacity: int = 64, repeats: int = 8, keep_shapes: bool = False) -> None:
         for name, value, least in (("rows", rows, 0), ("capacity", capacity, 1), ("repeats", repeats, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"ErrorReplay's {name} must be a whole number of at least {least}, got {value!r}")
-        self.rows, self.capacity, self.repeats = rows, capacity, repeats
+        if not isinstance(keep_shapes, bool):
+            raise ConfigError(f"ErrorReplay's keep_shapes must be true or false, got {keep_shapes!r}")
+        self.rows, self.capacity, self.repeats, self.keep_shapes = rows, capacity, repeats, keep_shapes
         self.memory: dict[str, torch.Tensor] = {}  # KEYS and "left" (replays left), one row each
+        self.kept: dict[tuple, dict[str, torch.Tensor]] = {}  # with keep_shapes: the other shapes' memories
         self.replayed = 0  # rows appended to the batch now being trained
         self.seed = 0
 
@@ -53,8 +60,22 @@ class ErrorReplay(L.Callback):
         # unseeded run's initial seed is a 64-bit number, so the sum is kept below 2^63
         return torch.Generator().manual_seed((self.seed * 1_000_003 + step) % 2**63)
 
+    @staticmethod
+    def _shape(rows: dict) -> tuple:
+        return tuple(rows[key].shape[1] for key in KEYS)
+
+    def _switch(self, shape: tuple) -> None:
+        """With keep_shapes: make ``shape``'s memory the current one, keeping the other."""
+        if self.keep_shapes and self.memory and self._shape(self.memory) != shape:
+            self.kept[self._shape(self.memory)] = self.memory
+            self.memory = self.kept.pop(shape, {})
+        elif self.keep_shapes and not self.memory:
+            self.memory = self.kept.pop(shape, {})
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self.replayed = 0
+        if isinstance(batch, dict) and all(key in batch for key in KEYS):
+            self._switch(self._shape(batch))
         if not self.memory or not isinstance(batch, dict):
             return
         for key in KEYS:  # only rows of this batch's shape (a task whose operand count varies has several)
@@ -94,7 +115,11 @@ class ErrorReplay(L.Callback):
         self.memory = {k: v[-self.capacity:] for k, v in self.memory.items()}
 
     def state_dict(self) -> dict:
-        return {"memory": dict(self.memory)}
+        state = {"memory": dict(self.memory)}
+        if self.kept:
+            state["kept"] = [dict(memory) for memory in self.kept.values()]
+        return state
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.memory = dict(state_dict.get("memory", {}))
+        self.kept = {self._shape(memory): dict(memory) for memory in state_dict.get("kept", [])}
