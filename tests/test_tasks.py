@@ -158,7 +158,8 @@ def test_every_task_names_its_data_flag():
 @pytest.mark.parametrize("name", ["nx1", "addition"])
 def test_train_frames_pads_the_training_rows_to_several_widths_and_1_changes_nothing(name):
     one, again = data_module_for(name), data_module_for(name, train_frames=1)
-    one.setup("fit"), again.setup("fit")
+    one.setup("fit")
+    again.setup("fit")
     assert np.array_equal(one.train_set.src.numpy(), again.train_set.src.numpy())  # the default, row for row
 
     three = data_module_for(name, train_frames=3)

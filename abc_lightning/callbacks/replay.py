@@ -66,11 +66,11 @@ class ErrorReplay(L.Callback):
 
     def _switch(self, shape: tuple) -> None:
         """With keep_shapes: make ``shape``'s memory the current one, keeping the other."""
-        if self.keep_shapes and self.memory and self._shape(self.memory) != shape:
+        if not self.keep_shapes or (self.memory and self._shape(self.memory) == shape):
+            return
+        if self.memory:
             self.kept[self._shape(self.memory)] = self.memory
-            self.memory = self.kept.pop(shape, {})
-        elif self.keep_shapes and not self.memory:
-            self.memory = self.kept.pop(shape, {})
+        self.memory = self.kept.pop(shape, {})
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self.replayed = 0
@@ -78,9 +78,8 @@ class ErrorReplay(L.Callback):
             self._switch(self._shape(batch))
         if not self.memory or not isinstance(batch, dict):
             return
-        for key in KEYS:  # only rows of this batch's shape (a task whose operand count varies has several)
-            if self.memory[key].shape[1] != batch[key].shape[1]:
-                return
+        if self._shape(self.memory) != self._shape(batch):  # only rows of this batch's shape
+            return
         pick = torch.randperm(len(self.memory["left"]), generator=self._generator(trainer.global_step))[:self.rows]
         device = batch["src"].device
         for key in KEYS:
@@ -109,7 +108,7 @@ class ErrorReplay(L.Callback):
             return
         rows = {key: batch[key][:n_new][fresh].detach().cpu() for key in KEYS}
         rows["left"] = torch.full((len(fresh),), self.repeats, dtype=torch.long)
-        if self.memory and any(self.memory[k].shape[1] != rows[k].shape[1] for k in KEYS):
+        if self.memory and self._shape(self.memory) != self._shape(rows):
             self.memory = {}  # another shape: keep one shape at a time
         self.memory = {k: torch.cat([self.memory[k], v]) if self.memory else v for k, v in rows.items()}
         self.memory = {k: v[-self.capacity:] for k, v in self.memory.items()}
