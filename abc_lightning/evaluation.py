@@ -160,7 +160,8 @@ def evaluate_by_length(model, dm, lengths: list[int], samples: int, batch_size: 
             for start in range(0, data.src.shape[0], batch_size):
                 part = slice(start, start + batch_size)
                 target = data.tgt_out[part].long()
-                predicted = model.generate(data.src[part].long().to(device), steps=target.shape[1]).cpu()
+                predicted = model.generate(data.src[part].long().to(device), steps=target.shape[1],
+                                           target=None if families is not None else target.to(device)).cpu()
                 metric.update(predicted, target, *([] if families is None else [ds.family[part]]))
             if families is None:
                 row.update(samples=int(metric.total), accuracy=percent(metric.compute()))

@@ -378,3 +378,38 @@ def test_banded_encoder_reads_only_its_band_and_matches_dense_attention(position
 def test_bad_sizes_are_named(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         tiny(**kwargs)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoding_against_a_target_stops_once_every_row_is_wrong_and_keeps_exact_match(use_cache):
+    m = tiny(positional=NoPE())
+    m.install_bias("abs_window", WindowBias(1, 1))
+    src, _ = batch(b=8, s=13)
+    full = m.generate(src, 12, use_cache=use_cache)
+    steps = []
+    m.head.register_forward_hook(lambda *_: steps.append(1))
+
+    def decode(target):
+        steps.clear()
+        return m.generate(src, 12, use_cache=use_cache, target=target), len(steps)
+
+    # one row still right: every step is decoded, and the tokens are those of a plain decode
+    wrong_at_3 = full.clone()
+    wrong_at_3[1:, 3] = (full[1:, 3] + 1) % 10
+    tokens, n = decode(wrong_at_3)
+    assert torch.equal(tokens, full) and n == 12
+    # every row wrong from step 3 on (row 0 at its last step): it stops after step 11 of 12
+    wrong_at_3[0, 10] = (full[0, 10] + 1) % 10
+    tokens, n = decode(wrong_at_3)
+    assert n == 11 and torch.equal(tokens[:, :11], full[:, :11]) and (tokens[:, 11] == vocab.PAD).all()
+    # every row wrong at its first step: one step, the rest PAD
+    wrong_first = full.clone()
+    wrong_first[:, 0] = (full[:, 0] + 1) % 10
+    tokens, n = decode(wrong_first)
+    assert n == 1 and (tokens[:, 1:] == vocab.PAD).all()
+    # exact match against each target is what a whole decode gives
+    for target in (full, wrong_at_3, wrong_first):
+        got = (m.generate(src, 12, use_cache=use_cache, target=target) == target).all(1)
+        assert torch.equal(got, (full == target).all(1))
+    with pytest.raises(ValueError, match=r"target must be \(batch, 12\)"):
+        m.generate(src, 12, target=full[:, :5])

@@ -244,20 +244,26 @@ def encode_in_chunks(model: Seq2SeqTransformer, src: torch.Tensor) -> torch.Tens
 
 
 def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_cache: bool = True,
-                  skip_closed: bool = True) -> torch.Tensor:
+                  skip_closed: bool = True, target: torch.Tensor | None = None) -> torch.Tensor:
     """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
 
     ``use_cache=False`` recomputes the whole prefix at every step (the reference the cached
     decoder is tested against); ``skip_closed`` reads only the keys each bias row opens.
+    With ``target (b, steps)``, decoding stops once every row has a token that differs from
+    its target, and the steps left are filled with :data:`~abc_lightning.vocab.PAD`: exact
+    match over the whole row is then the same as with every step decoded (:class:`EarlyExit`).
     """
     memory = encode_in_chunks(model, src)
     out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
     t_pos = model.position_index(steps, src.device)
+    exit_ = EarlyExit(target, steps)
     if not use_cache:
         for t in range(steps):
             logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1], steps=steps)
             out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return out[:, 1:]
+            if exit_.all_wrong(out[:, -1], t):
+                break
+        return exit_.fill(out[:, 1:])
     s_pos = model.position_index.source(memory.shape[1], src.device)
     n = len(model.decoder)
     rotary, cross_rotary = model.rotary_for("decoder"), model.rotary_for("cross")
@@ -317,7 +323,43 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
                                 False, cache, step)
             out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)
+            if exit_.all_wrong(out[:, 0], t):
+                return exit_.fill(torch.cat(tokens, dim=1))
     return torch.cat(tokens, dim=1)
+
+
+class EarlyExit:
+    """Tracks which rows of a decoding batch already differ from their target.
+
+    Greedy decoding is deterministic, so a row with one wrong token fails exact match
+    whatever it decodes next; once every row has one, the rest of the steps change no
+    accuracy and are skipped (a model that fails at a length stops after a few steps instead
+    of decoding the whole answer). Without a target nothing is tracked and nothing stops."""
+
+    def __init__(self, target: torch.Tensor | None, steps: int) -> None:
+        if target is not None and (target.dim() != 2 or target.shape[1] != steps):
+            raise ValueError(f"target must be (batch, {steps}), not {tuple(target.shape)}")
+        self.target, self.steps, self.wrong = target, steps, None
+
+    def all_wrong(self, token: torch.Tensor, t: int) -> bool:
+        """Note step ``t``'s tokens ``(b,)``; True once every row has a wrong one (read
+        every step on CPU, every 16th on an accelerator, where each read waits for it)."""
+        if self.target is None:
+            return False
+        if self.wrong is None:
+            self.target = self.target.to(token.device)
+            self.wrong = torch.zeros(token.shape[0], dtype=torch.bool, device=token.device)
+        self.wrong |= token != self.target[:, t]
+        if token.device.type != "cpu" and t % 16:
+            return False
+        return t + 1 < self.steps and bool(self.wrong.all())
+
+    def fill(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens (b, t)`` padded with PAD to ``(b, steps)``."""
+        missing = self.steps - tokens.shape[1]
+        if missing <= 0:
+            return tokens
+        return torch.cat([tokens, tokens.new_full((tokens.shape[0], missing), vocab.PAD)], dim=1)
 
 
 def _distinct(biases: list[torch.Tensor | None]) -> list[torch.Tensor | None]:

@@ -393,6 +393,8 @@ class Seq2SeqTransformer(nn.Module):
         """The encoder's memory in chunks (:func:`~.decoding.encode_in_chunks`)."""
         return decoding.encode_in_chunks(self, src)
 
-    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, skip_closed: bool = True) -> torch.Tensor:
-        """Greedy decoding of ``steps`` tokens (:func:`~.decoding.greedy_decode`): ``(b, steps)``."""
-        return decoding.greedy_decode(self, src, steps, use_cache, skip_closed)
+    def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, skip_closed: bool = True,
+                 target: torch.Tensor | None = None) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens (:func:`~.decoding.greedy_decode`): ``(b, steps)``;
+        with ``target``, it stops once every row is wrong."""
+        return decoding.greedy_decode(self, src, steps, use_cache, skip_closed, target)
