@@ -207,7 +207,9 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
                 f"{' and '.join(f'`{g}`' for g in sorted(set(on_gpu)))}" if on_gpu else "")
     regenerate = regenerate_commands(table, cells, by_key)
     # the configs and code of the records' commit, not of a later checkout
-    checkout = f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else ""
+    checkout = (f" from a checkout of that commit (`git checkout {only}`)" if only and only != "unknown" else
+                " each record from a checkout of its own commit (its `commit` field; `git checkout <commit>`)"
+                if len(commits) > 1 else "")
     head = (f"## {table}: our accuracy (%) beside the paper's\n\n"
             f"Commit {commit}, {date or 'undated'}, on {platform.machine()} "
             f"with {os.cpu_count()} CPU cores ({how}{kernels}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
