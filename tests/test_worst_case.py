@@ -161,12 +161,23 @@ def test_a_model_that_drops_long_carries_is_perfect_on_random_inputs_and_caught_
 def test_test_logs_the_worst_case_set_per_family_and_shows_a_failing_example(capsys, monkeypatch):
     from abc_lightning.model.transformer import Seq2SeqTransformer
 
-    monkeypatch.setattr(Seq2SeqTransformer, "generate", lambda self, src, steps, **kw: ShortCarries().generate(src, steps))
+    targets = []  # per decoded batch: its rows, and whether it was decoded against its targets
+
+    def generate(self, src, steps, **kw):
+        targets.append((src.shape[0], kw.get("target") is not None))
+        return ShortCarries().generate(src, steps)
+
+    monkeypatch.setattr(Seq2SeqTransformer, "generate", generate)
     assert run_cli(["fit", "--config", DEBUG, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
                     "--data.val_samples=5", "--data.val_split_samples=5", "--trainer.enable_progress_bar=false"]) == 0
     ckpt = "runs/debug/version_0/checkpoints/last.ckpt"
+    targets.clear()
     assert run_cli(["test", "--ckpt_path", ckpt, "--data.test_lengths=[6, 60]", "--data.test_samples=100",
                     "--trainer.enable_progress_bar=false"]) == 0
+    # the random sets may stop once every row is wrong; the worst-case sets decode whole
+    worst = data_module_for("successor")
+    assert sorted(targets) == sorted([(100, True), (100, True),
+                                      (len(worst.worst_set(6)), False), (len(worst.worst_set(60)), False)])
     out = capsys.readouterr().out
     record = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())
     six, sixty = record["rows"]
