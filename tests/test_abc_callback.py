@@ -69,29 +69,6 @@ def test_resume_restores_phase_and_bias():
     assert callback.state_dict()["lines"]["cross"]["n"] == 3
 
 
-def test_the_retraining_clock_starts_at_its_first_step(monkeypatch):
-    """What runs between the calibration and the retraining's first step (drawing the
-    calibrated biases) is counted as calibration, not as retraining."""
-    from types import SimpleNamespace
-
-    from abc_lightning.callbacks import calibration
-
-    callback = AttentionBiasCalibration()  # the project preset: a step budget
-    callback.phase, callback._calibrating_since = "retrain", 10.0
-    callback.seconds["calibrate"] = 0.3  # the calibration itself, before the figures
-    callback.steps = {"interpolate": 400, "retrain": 200}
-    trainer = SimpleNamespace(global_step=400, optimizers=[], lr_scheduler_configs=[])
-    module = SimpleNamespace(hparams=SimpleNamespace(lr=1e-3))
-    now = {"t": 25.0}
-    monkeypatch.setattr(calibration.time, "perf_counter", lambda: now["t"])
-    callback.on_train_batch_start(trainer, module, None, 0)
-    assert callback.seconds["calibrate"] == 15.0 and callback.seconds["retrain"] == 0.0
-    now["t"] = 40.0
-    callback.on_train_batch_start(trainer, module, None, 1)  # later steps leave the clocks alone
-    callback._tick()  # a validation's end
-    assert callback.seconds == {"interpolate": 0.0, "calibrate": 15.0, "retrain": 15.0}
-
-
 def test_bias_artifact_loading_refuses_pickled_code_and_foreign_files(tmp_path):
     import os
 

@@ -56,7 +56,6 @@ class AttentionBiasCalibration(BiasStrategy):
         self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0}
         self.steps = {"interpolate": 0, "retrain": 0}  # retrain: the budget, with retraining.budget a number
         self._mark = 0.0
-        self._calibrating_since: float | None = None  # until the retraining's first step
 
     # ---- phases ---------------------------------------------------------------------
     def on_fit_start(self, trainer, pl_module) -> None:
@@ -103,9 +102,7 @@ class AttentionBiasCalibration(BiasStrategy):
                 self.steps["retrain"] = max(1, int(budget * trainer.global_step) // every) * every
             self.start_retraining(trainer, pl_module)
             self.seconds["calibrate"] = round(time.perf_counter() - start, 2)
-            # The retraining's clock starts at its first step (on_train_batch_start): what
-            # runs between, such as drawing the calibrated biases, is the calibration's.
-            self.phase, self._mark, self._calibrating_since = "retrain", time.perf_counter(), start
+            self.phase, self._mark = "retrain", time.perf_counter()
         elif self.phase == "retrain":
             self.phase, trainer.should_stop = "done", True
         self.save_artifacts(trainer)
@@ -124,12 +121,7 @@ class AttentionBiasCalibration(BiasStrategy):
         self.set_lr(trainer, pl_module)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        """With a retraining budget: the rate at this step of its cosine decay. At the
-        retraining's first step, the calibration's seconds end and the retraining's begin."""
-        if self._calibrating_since is not None:
-            self._mark = time.perf_counter()
-            self.seconds["calibrate"] = round(self._mark - self._calibrating_since, 2)
-            self._calibrating_since = None
+        """With a retraining budget: the rate at this step of its cosine decay."""
         if self.phase == "retrain" and self.recipe.retraining.budget != "patience":
             self.set_lr(trainer, pl_module)
 
