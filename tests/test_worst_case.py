@@ -175,9 +175,9 @@ def test_test_logs_the_worst_case_set_per_family_and_shows_a_failing_example(cap
     assert run_cli(["test", "--ckpt_path", ckpt, "--data.test_lengths=[6, 60]", "--data.test_samples=100",
                     "--trainer.enable_progress_bar=false"]) == 0
     # the random sets may stop once every row is wrong; the worst-case sets decode whole
-    worst = data_module_for("successor")
+    dm = data_module_for("successor")
     assert sorted(targets) == sorted([(100, True), (100, True),
-                                      (len(worst.worst_set(6)), False), (len(worst.worst_set(60)), False)])
+                                      (len(dm.worst_set(6)), False), (len(dm.worst_set(60)), False)])
     out = capsys.readouterr().out
     record = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())
     six, sixty = record["rows"]

@@ -256,7 +256,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
     memory = encode_in_chunks(model, src)
     out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
     t_pos = model.position_index(steps, src.device)
-    exit_ = EarlyExit(target, steps)
+    exit_ = EarlyExit(None if target is None else target.to(src.device), steps)
     if not use_cache:
         for t in range(steps):
             logits, _, _ = model.decode(out, memory, t_pos=t_pos[: t + 1], steps=steps)
@@ -339,16 +339,14 @@ class EarlyExit:
     def __init__(self, target: torch.Tensor | None, steps: int) -> None:
         if target is not None and (target.dim() != 2 or target.shape[1] != steps):
             raise ValueError(f"target must be (batch, {steps}), not {tuple(target.shape)}")
-        self.target, self.steps, self.wrong = target, steps, None
+        self.target, self.steps = target, steps
+        self.wrong = None if target is None else torch.zeros(target.shape[0], dtype=torch.bool, device=target.device)
 
     def all_wrong(self, token: torch.Tensor, t: int) -> bool:
         """Note step ``t``'s tokens ``(b,)``; True once every row has a wrong one (read
         every step on CPU, every 16th on an accelerator, where each read waits for it)."""
         if self.target is None:
             return False
-        if self.wrong is None:
-            self.target = self.target.to(token.device)
-            self.wrong = torch.zeros(token.shape[0], dtype=torch.bool, device=token.device)
         self.wrong |= token != self.target[:, t]
         if token.device.type != "cpu" and t % 16:
             return False
