@@ -19,9 +19,9 @@ Sections (each writes its figures into ``<out>.json`` and ``<out>.md``):
   validation, from the committed Table 1 fit metrics) ÷ (measured steps/s).
 * ``steps``: where a fit's time goes, in one run, on the same batches: optimizer steps/s
   with attention through ``scaled_dot_product_attention`` and the additive bias (what the
-  model does), through plain matmul-softmax (before), and under ``torch.compile``
-  (compile time apart), with the largest loss difference from the eager model over the
-  steps; and the seconds of one validation pass, by validation set, beside the seconds of
+  model does), through plain matmul-softmax (before), under ``torch.compile``
+  (compile time apart) and under bfloat16 autocast (``torch.autocast("cpu")``, mixed
+  precision), with the largest loss difference from the eager model over the steps; and the seconds of one validation pass, by validation set, beside the seconds of
   the 200 training steps between two validations.
 """
 
@@ -32,6 +32,7 @@ import csv
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -182,15 +183,16 @@ def _matmul_attention(q, k, v, attn_mask=None, **_):
 
 
 def steps_section(cell: str = "abs_addition", steps: int = 40) -> dict:
-    """Steps/s of one cell's training under three attention paths, and a validation's cost."""
-    import torch.nn.functional as F
+    """Steps/s of one cell's training under three attention paths and in mixed precision,
+    and a validation's cost."""
+    import contextlib
 
     from abc_lightning.model import attention
 
     config, *overrides = ABS_CELLS[cell]
     out = {"cell": cell, "steps": steps, "variants": []}
     batches, losses = None, {}
-    for variant in ("sdpa", "matmul", "compile"):
+    for variant in ("sdpa", "matmul", "compile", "bf16 autocast"):
         torch.manual_seed(0)
         model, dm = build(config, *overrides)
         model.train()
@@ -206,10 +208,13 @@ def steps_section(cell: str = "abs_addition", steps: int = 40) -> dict:
         if variant == "matmul":
             attention.F.scaled_dot_product_attention = _matmul_attention
         seen = []
+        precision = (torch.autocast("cpu", dtype=torch.bfloat16) if variant == "bf16 autocast"
+                     else contextlib.nullcontext())
 
         def step(batch):
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(batch)
+            with precision:
+                loss = loss_fn(batch)
             loss.backward()
             opt.step()
             seen.append(float(loss))
@@ -270,7 +275,7 @@ def markdown(record: dict) -> str:
     if "steps" in record:
         r = record["steps"]
         out += [f"\n#### Where a fit's time goes ({r['cell']}, {r['steps']} steps on the same batches)\n",
-                "| attention | steps/s | first 5 steps (s; compiling included) | largest loss difference from SDPA |",
+                "| attention, precision | steps/s | first 5 steps (s; compiling included) | largest loss difference from SDPA |",
                 "|---|---|---|---|"]
         out += [f"| {v['attention']} | {v['steps_per_s']} | {v['first_5_steps_s']} | {v['max_loss_diff_vs_sdpa']} |"
                 for v in r["variants"]]
@@ -295,7 +300,7 @@ def main() -> None:
     out = Path(args.out)
     record = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     record.update(machine=machine(), date=time.strftime("%Y-%m-%d"),
-                  command=" ".join(["python benchmarks/speed.py", *sys.argv[1:]]))
+                  command=shlex.join(["python", "benchmarks/speed.py", *sys.argv[1:]]))
     if args.note is not None:
         record["note"] = args.note
     cells = {k: ABS_CELLS[k] for k in args.cells}
