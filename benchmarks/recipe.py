@@ -1,4 +1,5 @@
-"""The training-recipe search: which short schedule keeps Table 1's ABS verdicts (and N×2's, N×3's).
+"""The training-recipe search: which short schedule keeps Table 1's ABS verdicts (and N×2's, N×3's,
+ABC's in Table 3, and the baselines').
 
     OMP_NUM_THREADS=1 python benchmarks/recipe.py run --candidates cos1k --cells abs_addition --seeds 0 1 2
     python benchmarks/recipe.py summary
@@ -35,7 +36,8 @@ SHORT = [1, 2, 3, 4, 5]
 TEST_LENGTHS = [*SHORT, 6, 10, 15, 20, 60]
 
 #: candidate -> (what it is, overrides on top of each cell's own command). One 'epoch' is 200 steps.
-#: Candidates named abc_* are ABC's (Table 3's cells, ``reproduce table3``); the rest ABS's (Table 1's).
+#: Candidates named abc_* are ABC's (Table 3's cells, ``reproduce table3``), base_* and base3_* the
+#: baselines' of Table 1 and Table 3; the rest ABS's (Table 1's).
 # calibrate after 5 validations at 99%, retrain from fresh weights without dropout at 2e-3 on a cosine
 # for 0.9 of the interpolation's steps, a tenth of the rows carry-rich
 INTERP5_FRESH09_RICH = ["--bias.phases.patience=5", "--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
@@ -117,11 +119,17 @@ CANDIDATES = {
               ["--trainer.max_epochs=20", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=cosine"]),
     "lin1k": ("Adam 2e-3 peak, 100 warmup steps, linear to 0, 1,000 steps",
               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100", "--model.lr_schedule=linear"]),
+    # the baselines (configs/baseline.yaml: a constant 1e-3 until they hold 100% for 3 validations,
+    # up to 8,000 steps) under the rate that ABC's interpolation trains at
+    "base_warm2e3": ("Table 1's baselines (trained until they interpolate) at Adam 2e-3 after 100 warmup "
+                     "steps, then constant (ABC's interpolation), instead of a constant 1e-3",
+                     ["--model.lr=0.002", "--model.warmup_steps=100"]),
+    "base3_warm2e3": ("Table 3's baselines, as base_warm2e3", ["--model.lr=0.002", "--model.warmup_steps=100"]),
 }
 #: ErrorReplay is part of configs/abs.yaml (its last callback); the ABS candidates without it turn it off
 NO_REPLAY = "--trainer.callbacks.init_args.rows=0"
 REPLAYS = {"cos1k_replay", "cos1k_replay_extremes"}
-CANDIDATES = {name: (what, flags if name.startswith("abc_") or name in REPLAYS else [*flags, NO_REPLAY])
+CANDIDATES = {name: (what, flags if name.startswith(("abc_", "base")) or name in REPLAYS else [*flags, NO_REPLAY])
               for name, (what, flags) in CANDIDATES.items()}
 
 #: every run also tests 1-5 digits (all their inputs up to 10,000 samples)
@@ -129,16 +137,19 @@ COMMON = [f"--data.test_lengths={TEST_LENGTHS}".replace(" ", "")]
 
 
 def table_of(candidate: str, cell: str) -> str:
-    """The table whose cell it is: Table 3 for ABC's candidates, the beyond table for its tasks' cells."""
+    """The table whose cell it is: Table 3 for ABC's candidates and ``base3_`` (Table 3's
+    baselines), the beyond table for its tasks' cells."""
     from abc_lightning.cells import beyond_cells
 
-    if candidate.startswith("abc_"):
+    if candidate.startswith(("abc_", "base3_")):
         return "table3"
     return "beyond" if cell in {c.key for c in beyond_cells()} else "table1"
 
 
 def record_path(candidate: str, cell: str, seed: int) -> Path:
-    return WORK / candidate / table_of(candidate, cell) / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
+    # Table 3's baseline cells are the baselines table's: reproduce writes their records there
+    folder = "baselines" if candidate.startswith("base3_") else table_of(candidate, cell)
+    return WORK / candidate / folder / (f"{cell}.json" if seed == 0 else f"{cell}.seed{seed}.json")
 
 
 def run_one(candidate: str, cell: str, seed: int) -> str:
@@ -213,7 +224,7 @@ def summary(seed_sets: dict[str, list[int]] = SEED_SETS) -> None:
     for cand_dir in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name in CANDIDATES):
         for group, seeds in seed_sets.items():
             by_cell: dict[tuple[str, str], list[dict]] = {}  # (group and CPU, cell) -> records
-            for path in sorted(cand_dir.glob("*/*.json")):  # table1/, table3/ or beyond/
+            for path in sorted(cand_dir.glob("*/*.json")):  # table1/, table3/, baselines/ or beyond/
                 rec = json.loads(path.read_text())
                 if rec["seed"] in seeds:  # a seed trains another model on another CPU: one row per CPU
                     by_cell.setdefault((f"{group}, {rec.get('cpu', 'CPU not recorded')}", path.name.split(".")[0]),
