@@ -248,7 +248,8 @@ def test_a_long_decode_builds_each_block_of_bias_rows_from_the_keys_they_can_ope
     windows is built over the keys its rows read: from the first answer step they read (the
     row above), and over the source tokens they read (one operand's digits), not over every
     step and token, so the bias work per step does not grow with the answer or the input;
-    same tokens as full recomputation, and as blocks built over every key."""
+    same tokens as full recomputation, and as blocks built over every key. The cross-attention
+    keys and values a block reads are made for those source tokens only."""
     from functools import partial
 
     import numpy as np
@@ -274,7 +275,11 @@ def test_a_long_decode_builds_each_block_of_bias_rows_from_the_keys_they_can_ope
         return bias
 
     monkeypatch.setattr(m, "attention_bias", spy)
+    memory_widths, keys_values = [], m.decoder[0].cross_attn.keys_values
+    monkeypatch.setattr(m.decoder[0].cross_attn, "keys_values",
+                        lambda x, *a: memory_widths.append(x.shape[1]) or keys_values(x, *a))
     assert torch.equal(m.generate(src, steps), full)
+    assert len(memory_widths) > 1 and max(memory_widths) <= max(cross_widths) < src.shape[1]
     row = 2 * task.row_width(ops[0].shape[1])
     assert steps > 3 * row  # four rows: a whole-answer block would be over three rows wide
     assert max(widths) <= row + 8 + 2  # the row above, the block, the carry before it
@@ -282,8 +287,10 @@ def test_a_long_decode_builds_each_block_of_bias_rows_from_the_keys_they_can_ope
     m.install_bias("abs_window", WindowBias(dependencies=partial(task.dependency_windows, aligned=False)))
     widths.clear()
     cross_widths.clear()
+    memory_widths.clear()
     assert torch.equal(m.generate(src, steps), full)  # without the promise: every key, the same tokens
     assert max(widths) == steps and min(cross_widths) == src.shape[1]
+    assert memory_widths == [src.shape[1]]  # the whole memory's keys and values, made once
 
 
 def test_open_keys_are_where_the_promises_of_the_sources_overlap():

@@ -17,8 +17,9 @@ length under an ABS window or an ABC bias:
   so a step writes one slot and reads its open ones, whatever the cache holds. A long
   answer's biases are built a block of rows at a time, and under windows each block only
   over the keys its rows may open (``BiasSource.open_keys``), so building them does not grow
-  with the answer either. Under an open bias (ALiBi, T5, none) nothing is dropped and every
-  key is read.
+  with the answer either; such a block's cross-attention keys and values are made for the
+  source tokens it may read, not for the whole memory. Under an open bias (ALiBi, T5, none)
+  nothing is dropped and every key is read.
 - **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
   only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
   encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
@@ -293,7 +294,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         for plan, bias in zip(plans, self_biases):
             plan.add_self_rows(bias, rows, keys.start if keys else 0)
     slots = [plan.start_slots() for plan in plans]
-    tokens = []
+    tokens, cross_span = [], None
     for rows, span in zip(blocks, spans):
         first = span.start if span else 0
         if len(blocks) > 1:  # one block is the whole bias, already built above
@@ -307,18 +308,25 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         cross_first = source.start if source else 0  # the cross biases' first column
         for plan, bias in zip(plans, cross_biases):
             plan.set_cross_rows(bias, rows, cross_first)
+        if source != cross_span or not caches[0]:
+            # the memory's cross-attention keys and values, for the source tokens this block may
+            # read (a window's few, not a whole long input's) or for all of them; steps read
+            # them by their place from the first
+            cross_span, memory_span = source, memory if source is None else memory[:, source]
+            for layer, cache in zip(model.decoder, caches):
+                cache["ck"], cache["cv"] = layer.cross_attn.keys_values(
+                    memory_span, s_pos if source is None else s_pos[source], cross_rotary)
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
             this_step = []  # per plan, once: the slots written and read, and the keys they hold
             for plan, size in zip(plans, slots):
                 write, read, keys = plan.self_step(t)
-                this_step.append((keys, StepKeys(write, read, size, plan.cross(t))))
+                this_step.append((keys, StepKeys(write, read, size, _shifted(plan.cross(t), cross_first))))
             r = t - rows.start
             for layer, cache, self_bias, cross_bias, (keys, step) in zip(
                     model.decoder, caches, self_biases, cross_biases, this_step * n if len(plans) == 1 else this_step):
                 row_self = None if self_bias is None else _columns(self_bias[..., r : r + 1, :], keys, first)
-                row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross,
-                                                                     cross_first)
+                row_cross = None if cross_bias is None else _columns(cross_bias[..., r : r + 1, :], step.cross)
                 x, _, _ = layer(x, memory, row_self, row_cross, t_pos[t : t + 1], s_pos, rotary, cross_rotary,
                                 False, cache, step)
             out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
@@ -365,11 +373,17 @@ def _distinct(biases: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
     return list({id(b): b for b in biases}.values())
 
 
+def _shifted(keys: slice | torch.Tensor, first: int) -> slice | torch.Tensor:
+    """Keys counted from ``first`` instead of from 0."""
+    if not first:
+        return keys
+    return slice(keys.start - first, keys.stop - first) if isinstance(keys, slice) else keys - first
+
+
 def _columns(row: torch.Tensor, keys: slice | torch.Tensor, first: int = 0) -> torch.Tensor:
     """A bias row's cells at the given keys: a view for a slice, a gather for indices. The
     row's columns are the keys from ``first`` on."""
-    if first:
-        keys = slice(keys.start - first, keys.stop - first) if isinstance(keys, slice) else keys - first
+    keys = _shifted(keys, first)
     if isinstance(keys, slice):
         return row[..., keys]
     if keys.numel() and int(keys[-1]) - int(keys[0]) + 1 == keys.numel():  # sorted and contiguous
