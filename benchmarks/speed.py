@@ -21,8 +21,9 @@ Sections (each writes its figures into ``<out>.json`` and ``<out>.md``):
   with attention through ``scaled_dot_product_attention`` and the additive bias (what the
   model does), through plain matmul-softmax (before), under ``torch.compile``
   (compile time apart) and under bfloat16 autocast (``torch.autocast("cpu")``, mixed
-  precision), with the largest loss difference from the eager model over the steps; and the seconds of one validation pass, by validation set, beside the seconds of
-  the 200 training steps between two validations.
+  precision), with the largest loss difference from the eager model over the steps; and
+  the seconds of one validation pass, by validation set, beside the seconds of the 200
+  training steps between two validations.
 """
 
 from __future__ import annotations

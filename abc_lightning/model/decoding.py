@@ -308,7 +308,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
         cross_first = source.start if source else 0  # the cross biases' first column
         for plan, bias in zip(plans, cross_biases):
             plan.set_cross_rows(bias, rows, cross_first)
-        if source != cross_span or not caches[0]:
+        if source != cross_span or "ck" not in caches[0]:
             # the memory's cross-attention keys and values, for the source tokens this block may
             # read (a window's few, not a whole long input's) or for all of them; steps read
             # them by their place from the first

@@ -116,8 +116,8 @@ class DecoderLayer(nn.Module):
         writes its key and value to cache slot ``step.write`` and attends to the slots
         ``step.read``; cross-attention reads the keys ``step.cross`` of ``cache["ck"]`` and
         ``cache["cv"]``, the memory's keys and values that the decoder put there (all of
-        them, or those of the source tokens a block of steps may read), or of the whole
-        memory when it put none. Biases come pre-cut to those keys. ``gathered`` (a
+        them, or those of the source tokens a block of steps may read). Biases come pre-cut
+        to those keys. ``gathered`` (a
         teacher-forced pass over a long answer): the self- and cross-attention biases in
         :class:`~.attention.Gathered` form, where they have one."""
         h = self.norm1(x)
@@ -128,8 +128,6 @@ class DecoderLayer(nn.Module):
             if "k" not in cache:
                 b, heads, _, d = k.shape
                 cache["k"], cache["v"] = k.new_zeros(b, heads, step.slots, d), v.new_zeros(b, heads, step.slots, d)
-            if "ck" not in cache:
-                cache["ck"], cache["cv"] = self.cross_attn.keys_values(memory, s_pos, cross_rotary)
             cache["k"][:, :, step.write], cache["v"][:, :, step.write] = k[:, :, 0], v[:, :, 0]
             k, v = _keys(cache["k"], step.read), _keys(cache["v"], step.read)
             ck, cv = _keys(cache["ck"], step.cross), _keys(cache["cv"], step.cross)
