@@ -40,7 +40,8 @@ def test_phases_run_in_one_fit_and_artifacts_are_written():
     phases = json.loads((run / "abc" / "phases.json").read_text())
     assert phases["phase"] == "done"  # epoch 0 calibrates, epoch 1 ends the retraining
     assert json.loads((run / "val_accuracy.json").read_text())["stopped"] == "interpolated"  # not a cap or budget
-    assert set(phases["seconds"]) == {"interpolate", "calibrate", "retrain"}
+    assert set(phases["seconds"]) == {"interpolate", "calibrate", "retrain", "figures"}
+    assert phases["seconds"]["figures"] > 0  # the calibrated biases were drawn, outside both phases
     lines = torch.load(run / "abc" / "lines.pt", weights_only=True)
     assert set(lines) == {"cross", "decoder"}
     cross = CalibratedLines.from_state(lines["cross"])
@@ -358,3 +359,15 @@ def test_the_retraining_rate_follows_its_budget_or_anneal():
     annealed = Retraining(lr=0.01, anneal=0.1, budget="patience")
     assert annealed.rate(0.002, 0.0, False) == 0.01 and annealed.rate(0.002, 0.0, True) == pytest.approx(0.001)
     assert Retraining(lr="keep", anneal="off", budget="patience").rate(0.002, 0.3, True) is None  # the model's own
+
+
+def test_figures_drawn_during_a_phase_are_left_out_of_its_time(monkeypatch):
+    from abc_lightning.callbacks import calibration
+
+    cb = AttentionBiasCalibration()
+    with monkeypatch.context() as patch:  # a clock that reads 10 s at the phase's start, 20 s at its end
+        patch.setattr(calibration.time, "perf_counter", iter([10.0, 20.0]).__next__)
+        cb.on_fit_start(None, None)
+        cb.exclude(2.5)  # 2.5 s of heatmaps, just drawn
+        cb._tick()
+    assert cb.seconds["interpolate"] == 7.5 and cb.seconds["figures"] == 2.5

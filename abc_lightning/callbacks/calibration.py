@@ -53,7 +53,9 @@ class AttentionBiasCalibration(BiasStrategy):
         self.annealed = False
         self.lines: dict = {}
         self.unread: list[list[int]] = []  # operand spans no cross-attention line above κ reads
-        self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0}
+        # each phase's training and validation; "figures": the heatmaps drawn meanwhile
+        # (:meth:`exclude`), which are neither phase's work
+        self.seconds = {"interpolate": 0.0, "calibrate": 0.0, "retrain": 0.0, "figures": 0.0}
         self.steps = {"interpolate": 0, "retrain": 0}  # retrain: the budget, with retraining.budget a number
         self._mark = 0.0
 
@@ -143,6 +145,12 @@ class AttentionBiasCalibration(BiasStrategy):
     def on_fit_end(self, trainer, pl_module) -> None:
         self._tick()
         self.save_artifacts(trainer)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` just spent out of the running phase's time (figures drawn by
+        :class:`~abc_lightning.callbacks.AttentionHeatmaps`), and count them as figures."""
+        self._mark += seconds
+        self.seconds["figures"] = round(self.seconds["figures"] + seconds, 2)
 
     def _tick(self) -> None:
         now = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import lightning as L
@@ -46,12 +47,16 @@ class AttentionHeatmaps(L.Callback):
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        start = time.perf_counter()
         state = self._state(trainer, pl_module)
         periodic = self.every_n_epochs > 0 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
         if periodic or state != self._seen:
             self.draw(trainer, pl_module, tag=f"epoch{trainer.current_epoch:03d}")
         self._seen = state
         self.draw_calibrated(trainer)
+        abc = self._abc(trainer)
+        if abc is not None:  # drawing is neither ABC phase's work: its phase times leave it out
+            abc.exclude(time.perf_counter() - start)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.draw_calibrated(trainer)
