@@ -35,6 +35,10 @@ class ArithmeticTransformer(L.LightningModule):
     ``lr_schedule`` ``constant`` keeps it there, ``cosine`` and ``linear`` decay it to
     ``min_lr_ratio × lr`` at the end of the fit's step budget (``trainer.max_steps``, or
     ``max_epochs × limit_train_batches``), one update per optimizer step.
+
+    ``encoder_attention_drop``: in training, the probability that an input's encoder
+    self-attention output is left out of the encoder's residual stream (0, the default,
+    leaves the model as it was).
     """
 
     def __init__(
@@ -54,12 +58,13 @@ class ArithmeticTransformer(L.LightningModule):
         lr_schedule: str = "constant",
         min_lr_ratio: float = 0.0,
         init_from: str | None = None,
+        encoder_attention_drop: float = 0.0,
     ) -> None:
         super().__init__()
         check_optimizer(lr, betas, eps, warmup_steps, lr_schedule, min_lr_ratio)
         self.save_hyperparameters(ignore=["positional", "position_index"])
         self.model = Seq2SeqTransformer(d_model, heads, encoder_layers, decoder_layers, feedforward, dropout,
-                                        positional, position_index)
+                                        positional, position_index, encoder_attention_drop=encoder_attention_drop)
         self.val_metrics = nn.ModuleDict()
         self.test_metrics = nn.ModuleDict()
         self.worst_failures: dict[tuple[int, str], dict] = {}  # the first wrong answer per (length, family)

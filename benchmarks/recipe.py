@@ -107,6 +107,11 @@ CANDIDATES = {
                               "and a third 0s (cos1k_extremes)",
                               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
                                "--model.lr_schedule=cosine", "--data.carry_rich=0.1", "--data.rich_digits=extremes"]),
+    "cos1k_replay_encdrop05": ("cos1k_replay, with each training input's encoder self-attention output left out "
+                               "of the encoder's residual stream with probability 0.5 (the decoder learns to work "
+                               "without the encoder's average over the input)",
+                               ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
+                                "--model.lr_schedule=cosine", "--model.encoder_attention_drop=0.5"]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
                     ["--trainer.max_epochs=5", "--model.lr=0.001", "--model.warmup_steps=100",
                      "--model.lr_schedule=cosine"]),
@@ -128,7 +133,7 @@ CANDIDATES = {
 }
 #: ErrorReplay is part of configs/abs.yaml (its last callback); the ABS candidates without it turn it off
 NO_REPLAY = "--trainer.callbacks.init_args.rows=0"
-REPLAYS = {"cos1k_replay", "cos1k_replay_extremes"}
+REPLAYS = {"cos1k_replay", "cos1k_replay_extremes", "cos1k_replay_encdrop05"}
 CANDIDATES = {name: (what, flags if name.startswith(("abc_", "base")) or name in REPLAYS else [*flags, NO_REPLAY])
               for name, (what, flags) in CANDIDATES.items()}
 

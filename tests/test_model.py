@@ -420,3 +420,27 @@ def test_decoding_against_a_target_stops_once_every_row_is_wrong_and_keeps_exact
         assert torch.equal(got, (full == target).all(1))
     with pytest.raises(ValueError, match=r"target must be \(batch, 12\)"):
         m.generate(src, 12, target=full[:, :5])
+
+
+def test_encoder_attention_drop_leaves_rows_without_their_self_attention_in_training_only():
+    torch.manual_seed(0)
+    kept = Seq2SeqTransformer(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, feedforward=32, dropout=0.0)
+    dropping = Seq2SeqTransformer(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, feedforward=32,
+                                  dropout=0.0, encoder_attention_drop=0.5)
+    dropping.load_state_dict(kept.state_dict())
+    src = torch.randint(3, 13, (64, 9))
+    layer = kept.encoder[0]
+    x = torch.randn(64, 9, 16)
+    pos = torch.arange(9)
+    full = layer(x, None, pos, None, False)[0]
+    without = x + layer.ff(layer.norm2(x))  # the layer's output with no self-attention
+    dropping.train()
+    torch.manual_seed(1)
+    out = dropping.encoder[0](x, None, pos, None, False)[0]
+    left_out = torch.isclose(out, without, atol=1e-6).all(dim=(1, 2))
+    assert torch.isclose(out[~left_out], full[~left_out], atol=1e-6).all()  # the others keep it, unscaled
+    assert 16 < int(left_out.sum()) < 48  # about half the rows
+    kept.eval(), dropping.eval()
+    assert torch.equal(kept.encode(src)[0], dropping.encode(src)[0])  # evaluation keeps every row's
+    with pytest.raises(ConfigError, match="encoder_attention_drop"):
+        Seq2SeqTransformer(d_model=16, heads=2, encoder_attention_drop=1.0)

@@ -68,14 +68,20 @@ class FeedForward(nn.Sequential):
 
 
 class EncoderLayer(nn.Module):
-    """Pre-norm self-attention and feed-forward block."""
+    """Pre-norm self-attention and feed-forward block.
 
-    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float, qk_bias: bool = True) -> None:
+    ``attention_drop``: in training, the probability that a row's self-attention output is
+    left out of its residual stream (the rows that keep it are not rescaled); 0 draws nothing.
+    """
+
+    def __init__(self, d_model: int, heads: int, hidden: int, dropout: float, qk_bias: bool = True,
+                 attention_drop: float = 0.0) -> None:
         super().__init__()
         self.attn = MultiHeadAttention(d_model, heads, dropout, qk_bias)
         self.ff = FeedForward(d_model, hidden, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
+        self.attention_drop = attention_drop
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None, pos: torch.Tensor,
                 rotary: PositionalScheme | None, need_map: bool,
@@ -84,6 +90,8 @@ class EncoderLayer(nn.Module):
         a ``band`` reads only the keys of a banded bias."""
         h = self.norm1(x)
         h, amap = self.attn(h, h, bias, pos, pos, rotary, need_map, band)
+        if self.training and self.attention_drop > 0:
+            h = h * (torch.rand(h.shape[0], 1, 1, device=h.device) >= self.attention_drop)
         x = x + h
         return x + self.drop(self.ff(self.norm2(x))), amap
 
@@ -158,6 +166,7 @@ class Seq2SeqTransformer(nn.Module):
         positional: PositionalScheme | None = None,
         position_index: PositionIndex | None = None,
         vocab_size: int = vocab.VOCAB_SIZE,
+        encoder_attention_drop: float = 0.0,
     ) -> None:
         super().__init__()
         for name, value in dict(d_model=d_model, heads=heads, decoder_layers=decoder_layers,
@@ -170,13 +179,15 @@ class Seq2SeqTransformer(nn.Module):
             raise ConfigError(f"heads ({heads}) must divide d_model ({d_model})")
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        if not 0.0 <= encoder_attention_drop < 1.0:
+            raise ConfigError(f"encoder_attention_drop must be in [0, 1), got {encoder_attention_drop}")
         self.d_model, self.heads = d_model, heads
         self.positional = positional if positional is not None else Sinusoidal()
         self.positional.setup(d_model, heads)
         self.position_index = position_index if position_index is not None else LinearIndex()
         self.embedding = nn.Embedding(vocab_size, d_model)
         qk_bias = self.positional.qk_bias
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, feedforward, dropout, qk_bias)
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, feedforward, dropout, qk_bias, encoder_attention_drop)
                                      for _ in range(encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, feedforward, dropout, qk_bias)
                                      for _ in range(decoder_layers))
