@@ -15,8 +15,9 @@ trained and the lowest accuracy over the seeds at 1-5 digits (short inputs), 6-2
 599-601 and on every worst case, with the command that remakes each run.
 
 A candidate is picked on seeds 0-2 only; seeds 5-9 are its held-out report. Each ABS candidate
-is a set of overrides on ``configs/abs.yaml``, which now holds the chosen recipe (``cos1k_replay``);
-the others turn its ErrorReplay off, so each trains what it trained when it was recorded.
+is a set of overrides on ``configs/abs.yaml``, which now holds the chosen recipe
+(``cos1k_replay_encdrop05``); the others turn off what they did not have (its ErrorReplay, its
+encoder attention drop), so each trains what it trained when it was recorded.
 """
 
 from __future__ import annotations
@@ -134,8 +135,19 @@ CANDIDATES = {
 #: ErrorReplay is part of configs/abs.yaml (its last callback); the ABS candidates without it turn it off
 NO_REPLAY = "--trainer.callbacks.init_args.rows=0"
 REPLAYS = {"cos1k_replay", "cos1k_replay_extremes", "cos1k_replay_encdrop05"}
-CANDIDATES = {name: (what, flags if name.startswith(("abc_", "base")) or name in REPLAYS else [*flags, NO_REPLAY])
-              for name, (what, flags) in CANDIDATES.items()}
+#: so is its encoder attention drop (0.5); the ABS candidates recorded before it turn it off
+NO_ENCODER_DROP = "--model.encoder_attention_drop=0"
+
+
+def _abs_flags(name: str, flags: list[str]) -> list[str]:
+    """A candidate's overrides, with what ``configs/abs.yaml`` now has and the candidate had not turned off."""
+    if name.startswith(("abc_", "base")):
+        return flags  # their own configs: configs/abc.yaml, configs/baseline.yaml
+    return [*flags, *([] if name in REPLAYS else [NO_REPLAY]),
+            *([] if "--model.encoder_attention_drop=0.5" in flags else [NO_ENCODER_DROP])]
+
+
+CANDIDATES = {name: (what, _abs_flags(name, flags)) for name, (what, flags) in CANDIDATES.items()}
 
 #: every run also tests 1-5 digits (all their inputs up to 10,000 samples)
 COMMON = [f"--data.test_lengths={TEST_LENGTHS}".replace(" ", "")]
