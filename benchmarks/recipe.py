@@ -41,6 +41,8 @@ TEST_LENGTHS = [*SHORT, 6, 10, 15, 20, 60]
 #: baselines' of Table 1 and Table 3; the rest ABS's (Table 1's).
 # calibrate after 5 validations at 99%, retrain from fresh weights without dropout at 2e-3 on a cosine
 # for 0.9 of the interpolation's steps, a tenth of the rows carry-rich
+#: the encoder attention drop that configs/abs.yaml has held since cos1k_replay_encdrop05 was chosen
+ENCODER_DROP = "--model.encoder_attention_drop=0.5"
 INTERP5_FRESH09_RICH = ["--bias.phases.patience=5", "--bias.retraining.budget=0.9", "--bias.retraining.lr=0.002",
                         "--bias.retraining.dropout=keep", "--data.carry_rich=0.1"]
 
@@ -112,7 +114,7 @@ CANDIDATES = {
                                "of the encoder's residual stream with probability 0.5 (the decoder learns to work "
                                "without the encoder's average over the input)",
                                ["--trainer.max_epochs=5", "--model.lr=0.002", "--model.warmup_steps=100",
-                                "--model.lr_schedule=cosine", "--model.encoder_attention_drop=0.5"]),
+                                "--model.lr_schedule=cosine", ENCODER_DROP]),
     "cos1k_lr1e3": ("Adam 1e-3 peak, 100 warmup steps, cosine to 0, 1,000 steps",
                     ["--trainer.max_epochs=5", "--model.lr=0.001", "--model.warmup_steps=100",
                      "--model.lr_schedule=cosine"]),
@@ -135,7 +137,7 @@ CANDIDATES = {
 #: ErrorReplay is part of configs/abs.yaml (its last callback); the ABS candidates without it turn it off
 NO_REPLAY = "--trainer.callbacks.init_args.rows=0"
 REPLAYS = {"cos1k_replay", "cos1k_replay_extremes", "cos1k_replay_encdrop05"}
-#: so is its encoder attention drop (0.5); the ABS candidates recorded before it turn it off
+#: so is its encoder attention drop (ENCODER_DROP); the ABS candidates recorded before it turn it off
 NO_ENCODER_DROP = "--model.encoder_attention_drop=0"
 
 
@@ -144,7 +146,7 @@ def _abs_flags(name: str, flags: list[str]) -> list[str]:
     if name.startswith(("abc_", "base")):
         return flags  # their own configs: configs/abc.yaml, configs/baseline.yaml
     return [*flags, *([] if name in REPLAYS else [NO_REPLAY]),
-            *([] if "--model.encoder_attention_drop=0.5" in flags else [NO_ENCODER_DROP])]
+            *([] if ENCODER_DROP in flags else [NO_ENCODER_DROP])]
 
 
 CANDIDATES = {name: (what, _abs_flags(name, flags)) for name, (what, flags) in CANDIDATES.items()}
