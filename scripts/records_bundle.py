@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from abc_lightning import files
+
 
 def records(folder: Path) -> dict[str, dict]:
     """Each record under ``folder``, by its path there (``table1/abs_addition.seed1.json``)."""
@@ -30,18 +32,19 @@ def records(folder: Path) -> dict[str, dict]:
 def pack(folder: Path, bundle: Path) -> int:
     found = records(folder)
     bundle.parent.mkdir(parents=True, exist_ok=True)
-    bundle.write_text(json.dumps(found, indent=1) + "\n")
+    files.write_text(bundle, json.dumps(found, indent=1) + "\n")
     return len(found)
 
 
 def unpack(bundle: Path, folder: Path) -> int:
     found = json.loads(bundle.read_text())
+    bad = [name for name in found if Path(name).is_absolute() or ".." in Path(name).parts or len(Path(name).parts) != 2]
+    if bad:  # checked before anything is written
+        raise SystemExit(f"records_bundle: error: {bad[0]!r} is not a <table>/<cell>.json path")
     for name, record in found.items():
-        path = folder / name
-        if Path(name).is_absolute() or ".." in Path(name).parts or len(Path(name).parts) != 2:
-            raise SystemExit(f"records_bundle: error: {name!r} is not a <table>/<cell>.json path")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=2))
+        # whole or not at all: reproduce skips a cell whose record exists, so a torn one would be lost
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        files.write_text(folder / name, json.dumps(record, indent=2))
     return len(found)
 
 

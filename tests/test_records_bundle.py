@@ -40,10 +40,11 @@ def test_pack_then_unpack_gives_back_the_records_and_nothing_else(bundle, tmp_pa
 
 def test_unpack_refuses_a_path_outside_the_folder(bundle, tmp_path):
     packed = tmp_path / "records.json"
-    packed.write_text(json.dumps({"../escape.json": {"rows": []}}))
+    packed.write_text(json.dumps({"table1/fine.json": {"rows": []}, "../escape.json": {"rows": []}}))
     with pytest.raises(SystemExit, match="not a <table>/<cell>.json path"):
         bundle.main(["unpack", str(packed), str(tmp_path / "out")])
     assert not (tmp_path / "escape.json").exists()
+    assert not (tmp_path / "out").exists()  # nothing written before the refusal
 
 
 def test_a_missing_source_is_one_line(bundle, tmp_path, capsys):
