@@ -42,7 +42,8 @@ def arm_records(folder: Path, table: str, cell: str) -> dict[int, tuple[str, dic
         try:
             record = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SystemExit(f"ab_table: error: {path} is not a readable record ({exc})")
+            print(f"ab_table: error: {path} is not a readable record ({exc})", file=sys.stderr)
+            raise SystemExit(2) from None  # bad input, as the other errors
         if isinstance(record, dict) and "rows" in record:
             seed = int(match.group(1)) if match else int(record.get("seed") or 0)
             found[seed] = (path.relative_to(folder).as_posix(), record)

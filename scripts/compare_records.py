@@ -33,7 +33,8 @@ def load(folder: Path) -> dict[str, dict]:
         try:
             record = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SystemExit(f"compare_records: error: {path} is not a readable record ({exc})")
+            print(f"compare_records: error: {path} is not a readable record ({exc})", file=sys.stderr)
+            raise SystemExit(2) from None  # bad input, as the other errors
         if isinstance(record, dict) and "rows" in record:
             records[path.stem] = record
     return records

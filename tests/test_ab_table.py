@@ -71,3 +71,17 @@ def test_a_missing_folder_is_one_line(ab, tmp_path, capsys):
                  "--arm", "b", str(tmp_path), "--out", str(tmp_path / "ab")])
     assert exit_.value.code == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_an_unreadable_record_is_one_line_and_exit_2(ab, tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "abs_multiplication.json", nxm_record(0, 100.0))
+    (b / "beyond").mkdir(parents=True)
+    (b / "beyond" / "abs_multiplication.json").write_text('{"rows": [')  # torn
+    with pytest.raises(SystemExit) as exit_:
+        ab.main(["beyond", "abs_multiplication", "--arm", "a", str(a), "--arm", "b", str(b),
+                 "--out", str(tmp_path / "ab")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "abs_multiplication.json is not a readable record" in err[0]
+    assert not (tmp_path / "ab.md").exists()

@@ -61,6 +61,16 @@ def test_bad_input_is_one_line(compare, tmp_path, capsys):
     assert "holds no reproduce records" in capsys.readouterr().err
 
 
+def test_an_unreadable_record_is_one_line_and_exit_2(compare, tmp_path, capsys):
+    a = write(tmp_path / "a", {"abs_parity": record("aaa")})
+    b = write(tmp_path / "b", {"abs_parity": record("bbb")})
+    (b / "abs_parity.json").write_text('{"rows": [')  # torn
+    with pytest.raises(SystemExit) as exit_:
+        compare.main([str(a), str(b)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "abs_parity.json is not a readable record" in err[0]
+
 def test_shape_rows_are_compared(compare, tmp_path, capsys):
     def with_shapes(commit: str, accuracy: float) -> dict:
         rec = {**record(commit), "task": "multiplication"}
