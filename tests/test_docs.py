@@ -106,6 +106,36 @@ def test_readme_results_table_is_the_committed_tables():
     assert made in _text(ROOT / "README.md"), "README's results table differs: python scripts/readme_table.py --write"
 
 
+
+def _md_tables(text: str) -> list[list[dict]]:
+    """Each Markdown table of ``text`` as a list of rows, each row a dict by column header."""
+    tables, lines = [], text.splitlines()
+    for i in range(len(lines) - 1):
+        if lines[i].startswith("| ") and re.fullmatch(r"\|(---\|)+", lines[i + 1]):
+            head = [c.strip() for c in lines[i].strip("|").split(" | ")]
+            rows = []
+            for line in lines[i + 2:]:
+                if not line.startswith("|"):
+                    break
+                rows.append(dict(zip(head, (c.strip() for c in line.strip("|").split(" | ")))))
+            tables.append(rows)
+    return tables
+
+
+def test_model_docs_geometry_table_is_the_committed_one():
+    """docs/model.md's geometry table is a subset of results/geometry.md's columns, cell for
+    cell, so the copy cannot go stale when the experiment is remade."""
+    committed = {(r["task"], r["config"]): r for r in _md_tables(_text(ROOT / "results" / "geometry.md"))[0]}
+    copy = [t for t in _md_tables(_text(ROOT / "docs" / "model.md")) if t and "paper 60" in t[0]]
+    assert len(copy) == 1 and len(copy[0]) == len(committed), "docs/model.md: one row per geometry cell"
+    for row in copy[0]:
+        source = committed[(row["task"], row["config"])]
+        for column, value in row.items():
+            if column == "train time":  # the committed one adds its note's number
+                assert source[column].split(";")[0] == value, (row["config"], column)
+            else:
+                assert source[column] == value, (row["task"], row["config"], column, value, source[column])
+
 def test_readme_stays_a_two_minute_read():
     """At most 1,100 words (as ``wc -w`` counts them) and at most 5 commit hashes outside the
     results table, whose commit column names each row's commit."""
