@@ -71,6 +71,7 @@ def test_an_unreadable_record_is_one_line_and_exit_2(compare, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "abs_parity.json is not a readable record" in err[0]
 
+
 def test_shape_rows_are_compared(compare, tmp_path, capsys):
     def with_shapes(commit: str, accuracy: float) -> dict:
         rec = {**record(commit), "task": "multiplication"}

@@ -106,7 +106,6 @@ def test_readme_results_table_is_the_committed_tables():
     assert made in _text(ROOT / "README.md"), "README's results table differs: python scripts/readme_table.py --write"
 
 
-
 def _md_tables(text: str) -> list[list[dict]]:
     """Each Markdown table of ``text`` as a list of rows, each row a dict by column header."""
     tables, lines = [], text.splitlines()
@@ -135,6 +134,7 @@ def test_model_docs_geometry_table_is_the_committed_one():
                 assert source[column].split(";")[0] == value, (row["config"], column)
             else:
                 assert source[column] == value, (row["task"], row["config"], column, value, source[column])
+
 
 def test_readme_stays_a_two_minute_read():
     """At most 1,100 words (as ``wc -w`` counts them) and at most 5 commit hashes outside the
