@@ -9,8 +9,8 @@ shortened in the middle, which hides a miss at the answer's end. This prints one
 line per such failure: how many tokens the expected answer has, how many of them are wrong,
 where the first wrong one is counted back from the answer's end (1 is its last token), and
 the tails of both answers from a little before it. A miss that is all at the end (the end
-mark `&` where a 0 was due, or the other way round) shows as a first wrong token 1-4 from the
-end; a drift shows as wrong tokens spread along the answer.
+mark `&` where a 0 was due, or the other way round) shows as a first wrong token a few from
+the end; a drift shows as wrong tokens spread along the answer.
 
 Exits 0, or 2 on bad input (a path that is not a record or a folder of them).
 """
@@ -27,20 +27,17 @@ TAIL = 6  # tokens shown before the first wrong one
 def records(paths: list[Path]) -> list[tuple[Path, dict]]:
     """The records named, and those of the folders named (their other JSON files, such as a
     table's summary, are passed over)."""
+    for path in paths:
+        if not path.is_dir() and not (path.suffix == ".json" and path.is_file()):
+            raise ValueError(f"{path} is neither a record (.json) nor a folder of them")
     found = []
     for path in paths:
-        if path.is_dir():
-            for file in sorted(path.glob("*.json")):
-                record = json.loads(file.read_text())
-                if isinstance(record, dict) and "rows" in record:
-                    found.append((file, record))
-        elif path.suffix == ".json" and path.is_file():
-            record = json.loads(path.read_text())
-            if not isinstance(record, dict) or "rows" not in record:
+        for file in sorted(path.glob("*.json")) if path.is_dir() else [path]:
+            record = json.loads(file.read_text())
+            if isinstance(record, dict) and "rows" in record:
+                found.append((file, record))
+            elif file == path:
                 raise ValueError(f"{path} is not a reproduce record (no rows)")
-            found.append((path, record))
-        else:
-            raise ValueError(f"{path} is neither a record (.json) nor a folder of them")
     return found
 
 
@@ -49,8 +46,9 @@ def miss(failure: dict) -> dict:
     got, want = failure["output"], failure["expected"]
     wrong = [i for i in range(max(len(got), len(want))) if i >= len(got) or i >= len(want) or got[i] != want[i]]
     first = wrong[0] if wrong else None
-    return {"tokens": len(want), "answered": len(got), "wrong": len(wrong), "first_from_end": None if first is None else len(want) - first,
-            "want": want[max(0, (first or 0) - TAIL):], "got": got[max(0, (first or 0) - TAIL):]}
+    start = max(0, (first or 0) - TAIL)
+    return {"tokens": len(want), "answered": len(got), "wrong": len(wrong),
+            "first_from_end": None if first is None else len(want) - first, "want": want[start:], "got": got[start:]}
 
 
 def clip(text: str, keep: int = 24) -> str:
