@@ -5,7 +5,7 @@ side by side by seed, as a Markdown table and its JSON.
         --arm "0.5 (configs' default)" <results folder of arm A> \\
         --arm "0 (--model.encoder_attention_drop=0)" <results folder of arm B> \\
         --question "does the encoder attention drop hurt N×M's 60×60 inputs?" \\
-        --out results/remake/nxm_drop_ab
+        --out results/diagnostics/nxm_drop_ab/nxm_drop_ab
 
 Each arm is a folder that `reproduce <table> --only <cell> --results <folder>` wrote into
 (or that `scripts/records_bundle.py unpack` made); its records are

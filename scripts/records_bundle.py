@@ -1,7 +1,7 @@
 """Pack the records of a `reproduce` results folder into one JSON file, or unpack them again.
 
-    python scripts/records_bundle.py pack <results folder> results/remake/records.json
-    python scripts/records_bundle.py unpack results/remake/records.json <results folder>
+    python scripts/records_bundle.py pack <results folder> <bundle>.json
+    python scripts/records_bundle.py unpack <bundle>.json <results folder>
 
 A table made over several sessions keeps its finished records in git between them; one
 bundle holds them as one file (`results/` stays a curated folder). Unpacked into an empty
