@@ -107,6 +107,7 @@ def test_cpi_indices_feed_every_scheme(scheme_cls):
                                positional=scheme, position_index=CyclicIndex(3))
     recorder = Recorder(scheme)
     model(*random_batch(b=2, s=11, t=9))
+    assert {len(positions) for positions in recorder.seen} == {11, 9}  # the input's and the answer's
     for positions in recorder.seen:
         assert torch.equal(positions, torch.arange(len(positions)) % 3)
 

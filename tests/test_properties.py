@@ -113,4 +113,6 @@ def test_generated_malformed_predict_inputs_through_the_cli(capsys, tmp_path, te
         plain_checkpoint(str(ckpt))
     line = one_error_line(capsys, ["predict", "--config", DEBUG, "--ckpt_path", str(ckpt),
                                    "--trainer.logger=false", f"--data.predict_inputs=[{text!r}]"])
-    assert "successor input" in line or "predict needs inputs" in line or "predict_inputs" in line
+    with pytest.raises(InputError) as refused:  # the data module's own message for this input
+        data_module_for("successor").parse(text)
+    assert str(refused.value) in line
