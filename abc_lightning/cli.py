@@ -20,7 +20,7 @@ from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, PredictionWriter, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning import preflight
-from abc_lightning.data import ArithmeticDataModule, resolve_task_period
+from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.faults import report, user_error
 from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
@@ -114,6 +114,7 @@ class ABCLightningCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         resolve_task_period(config)
+        resolve_data_seed(config)  # after _set_seed: seed_everything is a number (or off)
         trainer = config.get("trainer", {})
         accelerator = trainer.get("accelerator")
         if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
@@ -200,8 +201,10 @@ class ABCLightningCLI(LightningCLI):
             import yaml
 
             resolve_task_period(self.config[subcommand])  # as the checkpoint holds it: a number
-
             stored = yaml.safe_load(text)
+            stored_data = (stored.get("data") or {}) if isinstance(stored, dict) else {}
+            stored_seed = (stored_data.get("init_args") or {}).get("seed") if isinstance(stored_data, dict) else None
+            resolve_data_seed(self.config[subcommand], stored_seed if isinstance(stored_seed, int) else None)
             given = yaml.safe_load(self._parser(subcommand).dump(self.config[subcommand], skip_none=False,
                                                                  skip_validation=True))
             differ = conflicts(stored, given, subcommand)

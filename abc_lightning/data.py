@@ -245,7 +245,8 @@ class ArithmeticDataModule(L.LightningDataModule):
     Args:
         aligned: interleave operand digits (ABS input alignment) instead of the natural form
             (a task whose own windows are drawn on one form, ``Task.form``, keeps that form).
-        seed: seeds the permutation Π and every evaluation sample.
+        seed: seeds the permutation Π and every evaluation sample; left out, the run's
+            ``seed_everything`` (0 without one), so that one flag seeds a run.
         batch_size: training batch size.
         val_lengths: lengths checked after every training epoch (``val/acc@L``).
         val_samples: samples per validation length (kept small: fit stays fast).
@@ -285,7 +286,7 @@ class ArithmeticDataModule(L.LightningDataModule):
     def __init__(
         self,
         aligned: bool = False,
-        seed: int = 0,
+        seed: int | None = None,
         batch_size: int = 128,
         val_lengths: list[int] = [6, 10, 20, 60],  # noqa: B006 (jsonargparse needs a literal default)
         val_samples: int = 200,
@@ -332,7 +333,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         for name, value in dict(batch_size=batch_size, val_samples=val_samples, val_split_samples=val_split_samples,
                                 test_samples=test_samples, eval_batch_size=eval_batch_size).items():
             check_count(f"data.{name}", value)
-        self.seed, self.batch_size, self.eval_batch_size = seed, batch_size, eval_batch_size
+        self.seed = 0 if seed is None else seed
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.val_lengths = check_lengths("data.val_lengths", val_lengths, self.task)
         self.test_lengths = check_lengths("data.test_lengths", test_lengths, self.task)
         self.val_samples, self.val_split_samples, self.test_samples = val_samples, val_split_samples, test_samples
@@ -547,6 +549,19 @@ def data_module_for(task: str, **kwargs) -> ArithmeticDataModule:
     if task not in DATA_MODULES:
         raise ConfigError(f"unknown task {task!r}; choose one of {list(DATA_MODULES)}")
     return DATA_MODULES[task](**kwargs)
+
+
+def resolve_data_seed(config, fallback: int | None = None) -> None:
+    """``data.seed`` left out -> the run's ``seed_everything``, in the config itself (the saved
+    config and the checkpoint hold the number); without an integer ``seed_everything`` (before
+    ``seed_everything: true`` has drawn one), ``fallback`` (a checkpoint's own) or 0."""
+    init = getattr(config.get("data"), "init_args", None)
+    if init is None or init.get("seed") is not None:
+        return
+    seed = config.get("seed_everything")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        seed = 0 if fallback is None else fallback
+    init.seed = seed
 
 
 def resolve_task_period(config) -> None:

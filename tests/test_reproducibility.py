@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.cli import run_cli
+from abc_lightning.cli import ABCLightningCLI, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = str(ROOT / "configs" / "debug.yaml")
@@ -42,3 +42,23 @@ def test_every_run_records_seed_versions_commit_and_config():
     assert info["cpu"].endswith(", " + torch.backends.cpu.get_cpu_capability())
     assert info["torch_threads"] == torch.get_num_threads() and info["device"] == "cpu"
     assert "seed_everything: 0" in (run / "config.yaml").read_text()
+
+
+def test_one_seed_flag_seeds_the_data_split_too():
+    def data_seed(*args):
+        return ABCLightningCLI(args=["--config", DEBUG, "--trainer.logger=false", *args], run=False).datamodule.seed
+
+    assert data_seed("--seed_everything=3") == 3
+    assert data_seed("--seed_everything=3", "--data.seed=5") == 5  # given: kept
+    assert data_seed() == 0  # debug.yaml's seed_everything
+    assert data_seed("--seed_everything=false") == 0
+
+
+def test_the_saved_config_holds_the_data_seed_and_a_resume_keeps_it():
+    args = ["fit", "--config", DEBUG, *SHORT, "--seed_everything=4", "--trainer.logger.init_args.version=s"]
+    assert run_cli(args) == 0
+    run = Path("runs/debug/s")
+    assert "seed: 4" in (run / "config.yaml").read_text().split("data:")[1]
+    resumed = [a.replace("max_epochs=1", "max_epochs=2") for a in args] + ["--ckpt_path", str(run / "checkpoints" / "last.ckpt")]
+    assert run_cli(resumed) == 0
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 30
