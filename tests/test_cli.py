@@ -77,7 +77,7 @@ def test_a_checkpoint_of_the_task_s_period_is_tested_with_the_config_it_was_trai
 
 def test_a_period_measured_to_fail_warns_and_another_does_not(monkeypatch, tmp_path):
     """The warning is a measurement's: only a period the task lists in failing_periods."""
-    from abc_lightning.tasks.subtraction import Subtraction
+    from abc_lightning.tasks.subtraction import SubtractionTask as Subtraction
 
     args = ["--config", str(ROOT / "configs" / "abs.yaml"), "--data=Subtraction", "--model.position_index.period=3",
             "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"]

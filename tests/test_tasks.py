@@ -4,7 +4,7 @@ import pytest
 from abc_lightning import vocab
 from abc_lightning.data import data_module_for, eval_size, widen
 from abc_lightning.errors import ConfigError, InputError
-from abc_lightning.tasks import get_task
+from abc_lightning.tasks import TASKS, get_task
 
 
 def written(task, text, aligned=False):
@@ -179,3 +179,34 @@ def test_train_frames_pads_the_training_rows_to_several_widths_and_1_changes_not
     assert np.array_equal(wide[:, : base.shape[1]], base) and not wide[:, base.shape[1]:].any()
     with pytest.raises(ConfigError, match="data.train_frames"):
         data_module_for(name, train_frames=0)
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_a_task_has_one_name(name):
+    """File stem, registry name, --data= value and class say the same word: nx1.py, nx1,
+    --data=Nx1 (the data module) and Nx1Task (the task)."""
+    from abc_lightning import data
+    from abc_lightning.tasks import class_name
+
+    cls = TASKS[name]
+    assert cls.__module__ == f"abc_lightning.tasks.{name}"
+    assert cls.__name__ == class_name(name) + "Task"
+    assert getattr(data, class_name(name)).task_class is cls
+
+
+def test_no_two_classes_of_the_package_share_a_name():
+    import collections
+    import importlib
+    import inspect
+    import pkgutil
+
+    import abc_lightning
+
+    homes = collections.defaultdict(set)
+    for info in pkgutil.walk_packages(abc_lightning.__path__, "abc_lightning."):
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and obj.__module__ == module.__name__:
+                homes[obj.__name__].add(module.__name__)
+    assert len(homes) > 50
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}

@@ -203,7 +203,7 @@ def test_every_set_builds_at_the_longest_evaluated_length(task):
 def test_long_conversions_are_exact_beyond_pythons_digit_limit():
     import sys
 
-    from abc_lightning.tasks.multiply import nines_over
+    from abc_lightning.tasks.nx1 import nines_over
     from abc_lightning.tasks.parity import decimal_to_bits
 
     digits = np.random.default_rng(0).integers(0, 10, size=(1, 5000))

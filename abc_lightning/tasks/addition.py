@@ -9,7 +9,7 @@ import numpy as np
 from abc_lightning.tasks.base import Task, add_columns, cycle, spread
 
 
-class Addition(Task):
+class AdditionTask(Task):
     """Binary addition (``--data=Addition``).
 
     Example (training width 8), ``123 + 958``::

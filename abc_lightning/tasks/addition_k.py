@@ -12,7 +12,7 @@ from abc_lightning.errors import ConfigError
 from abc_lightning.tasks.base import Task, cycle, digits_text, spread
 
 
-class RowAddition(Task):
+class AdditionKTask(Task):
     """Addition of any number of operands, as a scratchpad of running sums, each digit
     written beside its carry (``--data=AdditionK``).
 
@@ -58,7 +58,7 @@ class RowAddition(Task):
     train_operands = (2, 3, 4)
     test_operands = (2, 10, 20, 40)  # reproduce tests each at 6 and 60 digits (shape_tests), beside the default 4
 
-    def with_operands(self, k: int) -> RowAddition:
+    def with_operands(self, k: int) -> AdditionKTask:
         """This task at ``k`` operands."""
         if not isinstance(k, int) or isinstance(k, bool) or not 2 <= k <= 100:
             raise ConfigError(f"{self.name} adds 2 to 100 operands, got {k!r}")
@@ -114,7 +114,7 @@ class RowAddition(Task):
         last = digits[len(digits) - len(digits) // self.arity :][::2]
         return digits_text(last[::-1])
 
-    def for_shape(self, n_source: int, n_answer: int) -> RowAddition:
+    def for_shape(self, n_source: int, n_answer: int) -> AdditionKTask:
         return self.with_operands(len(self.frame(n_answer, n_source, False)))
 
     # ---- windows ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from abc_lightning.errors import ConfigError
 from abc_lightning.tasks.base import SPARE_CELLS, Task, digits_text, pad_left, sample_decimal, spread
 
 
-class Multiplication(Task):
+class MultiplicationTask(Task):
     """Multiplication of two numbers of any lengths, as a scratchpad of running sums: one
     row per digit of the multiplier, each column written as its multiplier digit, its digit
     and its carry (``--data=Multiplication``).
@@ -74,7 +74,7 @@ class Multiplication(Task):
                       "--data.test_lengths=[1,2,3,4,5,6,10,20]", "--data.test_samples=1000")
     second: int | None = None  # the multiplier's digits in evaluation (None: the multiplicand's)
 
-    def with_second_length(self, digits: int | None) -> Multiplication:
+    def with_second_length(self, digits: int | None) -> MultiplicationTask:
         """This task with multipliers of ``digits`` digits in evaluation."""
         if digits is not None and (not isinstance(digits, int) or isinstance(digits, bool) or digits < 1):
             raise ConfigError(f"data.second_length must be a digit count >= 1, got {digits!r}")
@@ -140,7 +140,7 @@ class Multiplication(Task):
 
     widths: tuple[int, int] | None = None  # the frame an answer was decoded in (for_shape)
 
-    def for_shape(self, n_source: int, n_answer: int) -> Multiplication:
+    def for_shape(self, n_source: int, n_answer: int) -> MultiplicationTask:
         task = self.with_second_length(self.second)
         task.widths = self.frame(n_answer, n_source, False)
         return task

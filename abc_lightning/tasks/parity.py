@@ -21,7 +21,7 @@ def decimal_to_bits(digits: np.ndarray, width: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
 
-class Parity(Task):
+class ParityTask(Task):
     """Parity with the prefix-XOR scratchpad (sequence-to-sequence) (``--data=Parity``).
 
     The operand is written in binary, most significant bit first. With x_1 the least
@@ -68,15 +68,3 @@ class Parity(Task):
 
     def format_answer(self, digits: list[int]) -> str:
         return str(digits[-1]) if digits else ""
-
-
-class ParityClassification(Parity):
-    """Parity as classification: the target is the single parity bit (``--data=ParityClassification``).
-
-    Example (width 5 for brevity), ``n = 11``: source ``$ 0 1 0 1 1 &``, target ``1``.
-    """
-
-    name = "parity_classification"
-
-    def target(self, operands: list[np.ndarray]) -> np.ndarray:
-        return super().target(operands)[:, -1:]

@@ -15,7 +15,7 @@ from abc_lightning.tasks.subtraction import subtract_columns
 PLUS, MINUS = vocab.TOKEN["+"], vocab.TOKEN["-"]
 
 
-class SignedSubtraction(Task):
+class SignedSubtractionTask(Task):
     """a − b for any a and b: both differences column by column, then the sign (``--data=SignedSubtraction``).
 
     The sign depends on the most significant column where a and b differ, and the

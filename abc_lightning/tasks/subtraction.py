@@ -36,7 +36,7 @@ def larger_first(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(swap, b, a), np.where(swap, a, b)
 
 
-class Subtraction(Task):
+class SubtractionTask(Task):
     """Subtraction with a non-negative answer: the first operand is the larger (``--data=Subtraction``).
 
     Each output digit is its column's difference less the borrow from the column below, so

@@ -9,7 +9,7 @@ import numpy as np
 from abc_lightning.tasks.base import Task, add_columns, cycle, spread
 
 
-class Successor(Task):
+class SuccessorTask(Task):
     """Unary successor (``--data=Successor``).
 
     Example (training width 8), ``n = 1299``::

@@ -20,7 +20,7 @@ def nines_over(length: int, m: int) -> str:
     return "".join(quotient).lstrip("0") or "0"
 
 
-class MultiplyBySingleDigit(Task):
+class Nx1Task(Task):
     """N×1 multiplication; the second operand is one digit in 0..9 (``--data=Nx1``).
 
     Example (training width 8), ``1234 × 7``::

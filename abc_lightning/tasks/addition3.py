@@ -92,7 +92,7 @@ def _big_carry(length: int, k: int) -> list[str]:
     return [str(s) * (length - 2) + str(b) + "9" for s, b in zip(shares, below)]
 
 
-class ThreeOperandAddition(MultiOperandAddition):
+class Addition3Task(MultiOperandAddition):
     """Addition of three operands, e.g. ``12+34+56`` (``--data=Addition3``)."""
 
     name = "addition3"

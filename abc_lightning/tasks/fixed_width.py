@@ -1,8 +1,6 @@
-"""N×M multiplication with a column scratchpad: y = x1 × x2, x2 of exactly M digits."""
+"""N×M multiplication with a column scratchpad, M fixed per task (the base of ``nx2`` and ``nx3``)."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import torch
@@ -116,25 +114,3 @@ class MultiplyFixedWidth(Task):
 
     def example_input(self) -> str:
         return "1234*" + "56789"[: self.m]
-
-
-class MultiplyByTwoDigits(MultiplyFixedWidth):
-    """N×2 multiplication (the second operand has exactly two digits, e.g. ``1234*56``) (``--data=Nx2``)."""
-
-    name = "nx2"
-    arity = 2
-    m = 2
-    self_width = 3  # back to the same slot of the previous column (M + 1 steps)
-    cpi_period = 3  # the block: q0, q1, s
-    pattern = re.compile(r"\d+\*\d\d")
-
-
-class MultiplyByThreeDigits(MultiplyFixedWidth):
-    """N×3 multiplication (the second operand has exactly three digits, e.g. ``1234*567``) (``--data=Nx3``)."""
-
-    name = "nx3"
-    arity = 2
-    m = 3
-    self_width = 4  # back to the same slot of the previous column (M + 1 steps)
-    cpi_period = 4  # the block: q0, q1, q2, s
-    pattern = re.compile(r"\d+\*\d\d\d")
