@@ -31,7 +31,7 @@ from abc_lightning.module import ArithmeticTransformer
 from abc_lightning.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
-from abc_lightning import callbacks as _callbacks  # noqa: F401
+from abc_lightning import callbacks as _callbacks, calibration as _calibration, scaffolding as _scaffolding  # noqa: F401
 from abc_lightning.model import position_index as _position_index, positional as _positional  # noqa: F401
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.biases.calibration import calibrate, extend, extend_loop
+from abc_lightning.calibration.lines import calibrate, extend, extend_loop
 
 
 def best_of(fn, repeats: int) -> float:

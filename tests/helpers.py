@@ -76,7 +76,7 @@ def assert_cached_decoding_matches_recomputation(task, src: torch.Tensor, steps:
     recomputing the whole prefix at every step."""
     from functools import partial
 
-    from abc_lightning.biases import WindowBias
+    from abc_lightning.scaffolding import WindowBias
     from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal, decoding
 
     torch.manual_seed(0)

@@ -7,9 +7,9 @@ import lightning as L
 import pytest
 import torch
 
-from abc_lightning.biases.abc import CalibratedBias, load_calibrated_bias
-from abc_lightning.biases.calibration import CalibratedLines
-from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining
+from abc_lightning.calibration.bias import CalibratedBias, load_calibrated_bias
+from abc_lightning.calibration.lines import CalibratedLines
+from abc_lightning.calibration.options import Extension, Lines, Phases, Retraining
 from abc_lightning.errors import CheckpointError
 from abc_lightning.callbacks import AttentionBiasCalibration
 from abc_lightning.callbacks.training import stop_reason
@@ -98,7 +98,7 @@ def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
 
 
 def test_per_layer_biases_are_drawn_layer_by_layer(tmp_path):
-    from abc_lightning.biases.calibration import calibrate
+    from abc_lightning.calibration.lines import calibrate
     from abc_lightning.callbacks.heatmaps import draw_bias_figures
     from abc_lightning.data import data_module_for
 
@@ -130,8 +130,8 @@ def test_bad_options_are_refused_by_name():
 
 
 def test_decoder_verticals_are_kept_on_the_first_steps_only():
-    from abc_lightning.biases.abc import lines_from_attention
-    from abc_lightning.biases.recipe import resolve
+    from abc_lightning.calibration.bias import lines_from_attention
+    from abc_lightning.calibration.options import resolve
 
     a_bar = torch.full((2, 10, 10), 0.01).tril()
     a_bar[:, :, 0] = 0.5  # every step looks at the start token
@@ -139,8 +139,8 @@ def test_decoder_verticals_are_kept_on_the_first_steps_only():
     a_bar[:, torch.arange(10), torch.arange(10)] = 1.0  # and at itself
     found = {}
     for k in (1, "all"):
-        recipe = resolve("project", lines=Lines(kinds=["decoder"], self_verticals=k, kappa_self=0.3))
-        lines = lines_from_attention({"decoder": [a_bar]}, recipe, [], heads=2)["decoder"][0]
+        options = resolve("project", lines=Lines(kinds=["decoder"], self_verticals=k, kappa_self=0.3))
+        lines = lines_from_attention({"decoder": [a_bar]}, options, [], heads=2)["decoder"][0]
         vertical = next(d for d in lines.directions if d.delta == 0)
         found[k] = [vertical.c_min + int(i) for i in torch.nonzero(torch.isfinite(vertical.values[0])).flatten()]
     assert found == {1: [0], "all": [0, 3]}
@@ -149,17 +149,17 @@ def test_decoder_verticals_are_kept_on_the_first_steps_only():
 def test_a_cross_layer_without_lines_reads_the_first_key_or_everything():
     """Diffuse attention keeps no line; ``first`` closes that layer to the start token at
     every size, ``open`` leaves it transparent; a layer with a line keeps its lines."""
-    from abc_lightning.biases.abc import lines_from_attention
-    from abc_lightning.biases.calibration import extend
-    from abc_lightning.biases.recipe import resolve
+    from abc_lightning.calibration.bias import lines_from_attention
+    from abc_lightning.calibration.lines import extend
+    from abc_lightning.calibration.options import resolve
 
     diffuse = torch.full((2, 6, 9), 1 / 9)
     lined = diffuse.clone()
     lined[:, torch.arange(6), 7 - torch.arange(6)] = 1.0  # an anti-diagonal
     segments = [(1, 3), (5, 3)]
     for empty, expect in (("first", "first"), ("open", "open")):
-        recipe = resolve("project", lines=Lines(kinds=["cross"], empty_layer=empty))
-        layers = lines_from_attention({"cross": [diffuse, lined]}, recipe, segments, heads=2)["cross"]
+        options = resolve("project", lines=Lines(kinds=["cross"], empty_layer=empty))
+        layers = lines_from_attention({"cross": [diffuse, lined]}, options, segments, heads=2)["cross"]
         for n_q, n_k in ((6, 9), (20, 37)):
             bias = extend(layers[0], n_q, n_k)
             if expect == "first":
@@ -252,12 +252,12 @@ def test_retrain_lr_and_anneal_set_the_optimizer_rate_and_are_checkpointed(tmp_p
 
 
 def test_presets_fill_what_a_config_leaves_out():
-    from abc_lightning.biases.recipe import PRESETS
+    from abc_lightning.calibration.options import PRESETS
 
-    paper = AttentionBiasCalibration(preset="paper").recipe
+    paper = AttentionBiasCalibration(preset="paper").options
     assert paper == PRESETS["paper"] and paper.lines.kappa("cross") == 4.5 and paper.lines.source == "scores"
     mixed = AttentionBiasCalibration(preset="project", lines=Lines(kappa_self="off"),
-                                     extension=Extension(align="corner")).recipe
+                                     extension=Extension(align="corner")).options
     assert mixed.lines.kappa("decoder") is None and mixed.lines.kappa("cross") == 3.0  # the rest is the preset's
     assert mixed.extension.align == "corner" and mixed.retraining == PRESETS["project"].retraining
 
@@ -281,8 +281,8 @@ def test_an_operand_no_line_reads_is_found_and_cover_adds_its_best_line():
     """With κ the faint line to operand a is dropped: a is unread, and ``cover: operands``
     keeps that line (c = 3 in head 1) and nothing else; a calibration that reads both
     operands is the same with and without ``cover``."""
-    from abc_lightning.biases.abc import lines_from_attention, unread_operands
-    from abc_lightning.biases.recipe import resolve
+    from abc_lightning.calibration.bias import lines_from_attention, unread_operands
+    from abc_lightning.calibration.options import resolve
 
     segments = [(1, 3), (5, 3)]
     faint = _two_operand_attention(read_first=False)[1:]
@@ -362,7 +362,7 @@ def test_the_retraining_rate_follows_its_budget_or_anneal():
 
 
 def test_figures_drawn_during_a_phase_are_left_out_of_its_time(monkeypatch):
-    from abc_lightning.callbacks import calibration
+    from abc_lightning.calibration import callback as calibration
 
     cb = AttentionBiasCalibration()
     with monkeypatch.context() as patch:  # a clock that reads 10 s at the phase's start, 20 s at its end

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from abc_lightning.biases.abc import CalibratedBias
-from abc_lightning.biases.calibration import CalibratedLines, calibrate, extend, extend_loop
+from abc_lightning.calibration.bias import CalibratedBias
+from abc_lightning.calibration.lines import CalibratedLines, calibrate, extend, extend_loop
 
 INF = float("-inf")
 
@@ -333,7 +333,7 @@ def test_one_model_calibrates_the_same_lines_on_one_and_two_threads():
 def test_a_line_at_kappa_is_decided_the_same_under_float_noise():
     """Summation order (the thread count) moves averaged attention by ~1e-7: a line whose
     z-score sits at κ must not flip with it."""
-    from abc_lightning.biases.calibration import drop_off
+    from abc_lightning.calibration.lines import drop_off
 
     values = torch.tensor([[1.0, 2.0, 3.0, 4.0, 10.0]], dtype=torch.float64)
     present = torch.ones(5, dtype=torch.bool)

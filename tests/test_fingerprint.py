@@ -48,7 +48,8 @@ def edited(function, old: str, new: str):
 
 def _perturbations():
     from abc_lightning import data, module
-    from abc_lightning.biases import calibration, windows
+    from abc_lightning.calibration import lines as calibration
+    from abc_lightning.scaffolding import windows
     from abc_lightning.callbacks.replay import ErrorReplay
     from abc_lightning.model.position_index import CyclicIndex
     from abc_lightning.tasks import base

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from abc_lightning import vocab
-from abc_lightning.biases import WindowBias
+from abc_lightning.scaffolding import WindowBias
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import CyclicIndex, LinearIndex, NoPE, Seq2SeqTransformer, Sinusoidal
 from tests.helpers import random_batch as batch
@@ -118,8 +118,8 @@ def test_cached_decoding_matches_full_recomputation(positional, index, window):
 
 
 def test_band_decoding_matches_under_a_calibrated_bias():
-    from abc_lightning.biases.abc import CalibratedBias
-    from abc_lightning.biases.calibration import calibrate
+    from abc_lightning.calibration.bias import CalibratedBias
+    from abc_lightning.calibration.lines import calibrate
 
     m = tiny(positional=NoPE())
     diagonal = torch.zeros(4, 8, 8)
@@ -135,8 +135,8 @@ def test_band_decoding_matches_under_a_calibrated_bias():
 def test_decoding_in_row_blocks_matches_the_whole_bias(monkeypatch, setup):
     """Long sequences build their biases a block of rows at a time (memory linear in the
     length); with the block threshold made tiny, every path gives the whole-bias tokens."""
-    from abc_lightning.biases.abc import CalibratedBias
-    from abc_lightning.biases.calibration import calibrate
+    from abc_lightning.calibration.bias import CalibratedBias
+    from abc_lightning.calibration.lines import calibrate
     from abc_lightning.model import decoding
     from abc_lightning.model.positional import ALiBi
 
@@ -162,7 +162,7 @@ def test_decoding_in_row_blocks_matches_the_whole_bias(monkeypatch, setup):
 
 
 def test_rows_of_a_window_are_the_rows_of_the_whole_window():
-    from abc_lightning.biases.windows import cross_window
+    from abc_lightning.scaffolding.windows import cross_window
 
     for geometry in ("trailing", "symmetric", "leading"):
         whole = cross_window(30, 45, 1, 2, geometry)
@@ -332,8 +332,8 @@ def test_open_keys_are_where_the_promises_of_the_sources_overlap():
 def test_a_line_open_in_every_row_keeps_few_keys_not_the_whole_past():
     """ABC on parity calibrated a decoder line that keeps the first output steps open in
     every row; decoding must keep those keys and the window, not every key (quadratic)."""
-    from abc_lightning.biases.abc import CalibratedBias
-    from abc_lightning.biases.calibration import CalibratedLines, DirectionLines
+    from abc_lightning.calibration.bias import CalibratedBias
+    from abc_lightning.calibration.lines import CalibratedLines, DirectionLines
 
     m = tiny(positional=NoPE())
     heads = m.heads

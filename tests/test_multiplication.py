@@ -159,7 +159,7 @@ def test_a_long_answer_trains_on_the_gathered_keys_with_the_dense_result(monkeyp
     (attention.Gathered): the loss and every gradient match dense attention under the mask."""
     from functools import partial
 
-    from abc_lightning.biases import WindowBias
+    from abc_lightning.scaffolding import WindowBias
     from abc_lightning.model import CyclicIndex, Seq2SeqTransformer, Sinusoidal, attention
 
     torch.manual_seed(0)

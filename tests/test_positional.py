@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from abc_lightning.biases import WindowBias
+from abc_lightning.scaffolding import WindowBias
 from abc_lightning.cli import ABCLightningCLI, run_cli
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import (

@@ -11,8 +11,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files
-from abc_lightning.biases.calibration import CalibratedLines, extend
-from abc_lightning.callbacks.calibration import AttentionBiasCalibration
+from abc_lightning.calibration.lines import CalibratedLines, extend
 from abc_lightning.run_folders import run_dir
 from abc_lightning.evaluation import rows_from_metrics
 from abc_lightning.plotting import accuracy_curves, attention_heatmaps, bias_heatmaps
@@ -38,7 +37,10 @@ class AttentionHeatmaps(L.Callback):
         self._seen: tuple | None = None
 
     @staticmethod
-    def _abc(trainer) -> AttentionBiasCalibration | None:
+    def _abc(trainer):
+        """The run's :class:`~abc_lightning.calibration.AttentionBiasCalibration`, if any."""
+        from abc_lightning.calibration import AttentionBiasCalibration  # it builds on this package
+
         return next((cb for cb in trainer.callbacks if isinstance(cb, AttentionBiasCalibration)), None)
 
     def _state(self, trainer, pl_module) -> tuple:

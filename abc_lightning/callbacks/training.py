@@ -75,7 +75,7 @@ def stop_reason(trainer: L.Trainer) -> str:
     reported as capped), or ``step budget`` (``max_epochs``/``max_steps``)."""
     for cb in trainer.callbacks:
         if getattr(cb, "phase", None) == "done":
-            return "interpolated" if cb.recipe.retraining.budget == "patience" else "retraining budget"
+            return "interpolated" if cb.options.retraining.budget == "patience" else "retraining budget"
     if any(getattr(cb, "stopped", False) for cb in trainer.callbacks):
         return "interpolated"
     timer = next((cb for cb in trainer.callbacks if isinstance(cb, Timer)), None)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from abc_lightning import vocab
-from abc_lightning.biases.windows import Needs, dependency_spans, dependency_windows
+from abc_lightning.scaffolding.windows import Needs, dependency_spans, dependency_windows
 from abc_lightning.errors import ConfigError, InputError
 
 #: The training pool is the integers in [0, 2^20], as in the papers.
@@ -237,7 +237,7 @@ class Task(ABC):
         return ((n_keys - 2 - (self.arity - 1)) // self.arity,) * self.arity
 
     def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
-        """What answer tokens ``steps`` depend on (:class:`~abc_lightning.biases.windows.Needs`),
+        """What answer tokens ``steps`` depend on (:class:`~abc_lightning.scaffolding.windows.Needs`),
         from which ABS builds this task's windows at any size.
 
         By default, the task's widths: token t reads digits t − ``cross_width`` … t of every

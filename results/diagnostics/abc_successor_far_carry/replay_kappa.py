@@ -10,8 +10,8 @@ import sys
 import torch
 
 from abc_lightning import load
-from abc_lightning.biases.abc import calibrate_model
-from abc_lightning.biases.recipe import Lines, resolve
+from abc_lightning.calibration.bias import calibrate_model
+from abc_lightning.calibration.options import Lines, resolve
 
 torch.set_num_threads(1)
 run = sys.argv[1]

@@ -190,7 +190,7 @@ class Retraining:
 
 
 @dataclass
-class Recipe:
+class Options:
     """A whole ABC option set: the four groups, every field filled in."""
 
     phases: Phases = field(default_factory=Phases)
@@ -199,7 +199,7 @@ class Recipe:
     retraining: Retraining = field(default_factory=Retraining)
 
 
-PAPER = Recipe(
+PAPER = Options(
     Phases(threshold=1.0, patience=2, retrain_patience=3),
     Lines(samples=512, layer=-1, per_layer=False, kinds=["cross", "decoder"], directions=[1, -1, 0],
           self_directions=[1, -1, 0], self_verticals="all", encoder_directions=[1, -1, 0], source="scores",
@@ -210,7 +210,7 @@ PAPER = Recipe(
               budget="patience"),
 )
 
-PROJECT = Recipe(
+PROJECT = Options(
     Phases(threshold=0.99, patience=5, retrain_patience=30),
     Lines(samples=512, layer=-1, per_layer=True, kinds=["cross", "decoder"], directions=[-1, 0],
           self_directions=[1, 0], self_verticals=1, encoder_directions=[1], source="weights", reduce="sum",
@@ -221,7 +221,7 @@ PROJECT = Recipe(
                budget=0.9),
 )
 
-PRESETS: dict[str, Recipe] = {"paper": PAPER, "project": PROJECT}
+PRESETS: dict[str, Options] = {"paper": PAPER, "project": PROJECT}
 
 
 def _fill(given, default):
@@ -231,18 +231,18 @@ def _fill(given, default):
 
 
 def resolve(preset: str, phases: Phases | None = None, lines: Lines | None = None,
-            extension: Extension | None = None, retraining: Retraining | None = None) -> Recipe:
+            extension: Extension | None = None, retraining: Retraining | None = None) -> Options:
     """The preset with the given groups' set fields on top, validated."""
     if preset not in PRESETS:
         raise ConfigError(f"ABC preset must be one of {list(PRESETS)}, got {preset!r}")
     base = PRESETS[preset]
-    recipe = Recipe(_fill(phases, base.phases), _fill(lines, base.lines), _fill(extension, base.extension),
+    options = Options(_fill(phases, base.phases), _fill(lines, base.lines), _fill(extension, base.extension),
                     _fill(retraining, base.retraining))
-    validate(recipe)
-    return recipe
+    validate(options)
+    return options
 
 
-def validate(r: Recipe) -> None:
+def validate(r: Options) -> None:
     """ConfigError for the first setting that cannot work."""
     p, ln, e, t = r.phases, r.lines, r.extension, r.retraining
     checks = [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.biases.calibration import (Z_DECIMALS, CalibratedLines, DirectionLines, average_lines, calibrate,
+from abc_lightning.calibration.lines import (Z_DECIMALS, CalibratedLines, DirectionLines, average_lines, calibrate,
                                               extend)
-from abc_lightning.biases.recipe import Lines, Recipe
+from abc_lightning.calibration.options import Lines, Options
 from abc_lightning.checkpoints import load_plain
 from abc_lightning.errors import CheckpointError
 from abc_lightning.model.attention import BiasSource
@@ -19,15 +19,15 @@ from abc_lightning.model.attention import BiasSource
 LinesByKind = dict[str, "CalibratedLines | list[CalibratedLines]"]
 
 
-def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe,
+def lines_from_attention(averaged: dict[str, list[torch.Tensor]], options: Options,
                          segments: list[tuple[int, int]], heads: int) -> LinesByKind:
     """Averaged attention ``{kind: [(H, q, k) per layer]}`` -> the calibrated lines of each
-    kind in ``recipe.lines.kinds`` (per layer, or of ``recipe.lines.layer`` alone).
+    kind in ``options.lines.kinds`` (per layer, or of ``options.lines.layer`` alone).
 
     ``segments`` are the growing operand spans of the input (``Task.growing_segments``),
-    used where ``recipe.extension.align`` is ``segments``.
+    used where ``options.extension.align`` is ``segments``.
     """
-    ln, ext = recipe.lines, recipe.extension
+    ln, ext = options.lines, options.extension
     out: LinesByKind = {}
     for kind in ln.kinds:
         layer_ids = range(len(averaged[kind])) if ln.per_layer else [ln.layer]
@@ -51,13 +51,13 @@ def lines_from_attention(averaged: dict[str, list[torch.Tensor]], recipe: Recipe
         if kind == "cross" and ln.cover == "operands" and segments:
             calibrated = cover_operands(calibrated, [averaged[kind][li].cpu() for li in layer_ids], ln, segments)
         out[kind] = calibrated if ln.per_layer else calibrated[0]
-    if recipe.retraining.encoder_diagonal:
+    if options.retraining.encoder_diagonal:
         out["encoder"] = CalibratedLines(1, 1, [DirectionLines(1, 0, torch.zeros(heads, 1))])
     return out
 
 
-def calibrate_model(model, train, task, aligned: bool, recipe: Recipe, seed: int) -> tuple[LinesByKind, list[list[int]]]:
-    """ABC's calibration of a model that interpolates: decode S_gen (``recipe.lines.samples``
+def calibrate_model(model, train, task, aligned: bool, options: Options, seed: int) -> tuple[LinesByKind, list[list[int]]]:
+    """ABC's calibration of a model that interpolates: decode S_gen (``options.lines.samples``
     rows of the training split ``train``, drawn with ``seed``), average its attention per head
     (:func:`abc_lightning.evaluation.average_attention`) and find the lines of each kind
     (:func:`lines_from_attention`). Also returns the operand spans ``[start, width]`` that no
@@ -67,7 +67,7 @@ def calibrate_model(model, train, task, aligned: bool, recipe: Recipe, seed: int
 
     from abc_lightning.evaluation import average_attention
 
-    lines = recipe.lines
+    lines = options.lines
     rng = np.random.default_rng(seed)
     idx = torch.as_tensor(rng.choice(train.src.shape[0], size=min(lines.samples, train.src.shape[0]), replace=False))
     src = train.src[idx].long().to(next(model.parameters()).device)
@@ -79,11 +79,11 @@ def calibrate_model(model, train, task, aligned: bool, recipe: Recipe, seed: int
         model.train(was_training)
     segments = task.growing_segments(src.shape[1], aligned)
     unread = []
-    if recipe.retraining.encoder_diagonal and "cross" in lines.kinds:
-        plain = replace(recipe, lines=replace(lines, kinds=["cross"], cover="off"))
+    if options.retraining.encoder_diagonal and "cross" in lines.kinds:
+        plain = replace(options, lines=replace(lines, kinds=["cross"], cover="off"))
         unread = [list(segments[k]) for k in
                   unread_operands(lines_from_attention(averaged, plain, segments, model.heads), segments)]
-    return lines_from_attention(averaged, recipe, segments, model.heads), unread
+    return lines_from_attention(averaged, options, segments, model.heads), unread
 
 
 def unread_message(unread: list[list[int]], covered: bool) -> str:

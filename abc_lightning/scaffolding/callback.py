@@ -7,7 +7,7 @@ from typing import Literal
 
 import lightning as L
 
-from abc_lightning.biases.windows import Geometry, WindowBias
+from abc_lightning.scaffolding.windows import Geometry, WindowBias
 from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.errors import ConfigError
 

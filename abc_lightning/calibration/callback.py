@@ -2,10 +2,10 @@
 
 One ``fit`` runs the phases. **interpolate**: a plain model trains until its validation
 accuracy holds ``phases.threshold`` for ``phases.patience`` checks. **calibrate**:
-:func:`abc_lightning.biases.abc.calibrate_model` turns the attention on S_gen into lines.
+:func:`abc_lightning.calibration.bias.calibrate_model` turns the attention on S_gen into lines.
 **retrain**: the bias is installed and training goes on until the threshold holds
 ``phases.retrain_patience`` checks (or for its step budget). The options are a preset
-(:mod:`abc_lightning.biases.recipe`) and what differs from it. Lines, phase and timings are
+(:mod:`abc_lightning.calibration.options`) and what differs from it. Lines, phase and timings are
 checkpoint state (``fit --ckpt_path`` resumes in any phase; ``test``/``predict`` install the
 checkpoint's lines) and are written beside the run (``abc/lines.pt``, ``abc/phases.json``).
 """
@@ -19,8 +19,8 @@ from typing import Literal
 from lightning.pytorch.utilities import rank_zero_only
 
 from abc_lightning import files
-from abc_lightning.biases.abc import CalibratedBias, calibrate_model, pack_lines, unpack_lines, unread_message
-from abc_lightning.biases.recipe import Extension, Lines, Phases, Retraining, resolve
+from abc_lightning.calibration.bias import CalibratedBias, calibrate_model, pack_lines, unpack_lines, unread_message
+from abc_lightning.calibration.options import Extension, Lines, Phases, Retraining, resolve
 from abc_lightning.callbacks.strategy import BiasStrategy
 from abc_lightning.run_folders import run_dir
 
@@ -31,7 +31,7 @@ class AttentionBiasCalibration(BiasStrategy):
     """ABC (Duan, Shi and Xu, appendix D and Algorithm 1).
 
     Args:
-        preset: the option set to start from: ``paper`` or ``project`` (this project's recipe).
+        preset: the option set to start from: ``paper`` or ``project`` (this project's own).
         phases: when the phases change (threshold, patience, retrain_patience).
         lines: how lines are found (samples, layer, kinds, directions, κ, source, reduce …).
         extension: how lines extend to longer inputs (align, encoder_align, soft).
@@ -39,14 +39,14 @@ class AttentionBiasCalibration(BiasStrategy):
             positional, encoder_diagonal).
         seed: seeds the choice of S_gen and a re-initialization.
 
-    Each group's fields are documented in :mod:`abc_lightning.biases.recipe`; a field left
+    Each group's fields are documented in :mod:`abc_lightning.calibration.options`; a field left
     out comes from the preset.
     """
 
     def __init__(self, preset: Literal["paper", "project"] = "project", phases: Phases | None = None,
                  lines: Lines | None = None, extension: Extension | None = None,
                  retraining: Retraining | None = None, seed: int = 0) -> None:
-        self.recipe = resolve(preset, phases, lines, extension, retraining)
+        self.options = resolve(preset, phases, lines, extension, retraining)
         self.seed = seed
         self.phase = "interpolate"
         self.streak = 0
@@ -71,15 +71,15 @@ class AttentionBiasCalibration(BiasStrategy):
         if trainer.sanity_checking or self.phase == "done":
             return
         self._tick()
-        phases = self.recipe.phases
+        phases = self.options.phases
         value = trainer.callback_metrics.get("val/acc")
         self.streak = self.streak + 1 if value is not None and float(value) >= phases.threshold else 0
-        budget = self.recipe.retraining.budget
+        budget = self.options.retraining.budget
         if self.phase == "retrain" and budget != "patience":  # a step budget: its end, not the threshold, stops
             if trainer.global_step - self.steps["interpolate"] < self.steps["retrain"]:
                 return
             self.streak = phases.retrain_patience
-        elif self.phase == "retrain" and self.streak and self.recipe.retraining.anneal != "off" and not self.annealed:
+        elif self.phase == "retrain" and self.streak and self.options.retraining.anneal != "off" and not self.annealed:
             self.annealed, self.streak = True, 0  # the patience is counted at the annealed rate
             self.set_lr(trainer, pl_module)
         if self.streak < (phases.patience if self.phase == "interpolate" else phases.retrain_patience):
@@ -90,11 +90,11 @@ class AttentionBiasCalibration(BiasStrategy):
             # Every rank calibrates from the same S_gen and weights; rank 0's lines are used
             # everywhere so that GPU non-determinism cannot give ranks different biases.
             dm = trainer.datamodule
-            lines, self.unread = calibrate_model(pl_module.model, dm.train_set, dm.task, dm.aligned, self.recipe, self.seed)
+            lines, self.unread = calibrate_model(pl_module.model, dm.train_set, dm.task, dm.aligned, self.options, self.seed)
             self.lines = trainer.strategy.broadcast(lines, src=0)
             self.save_interpolated(trainer, pl_module)
             self.install(pl_module)
-            if self.recipe.retraining.reinitialize:
+            if self.options.retraining.reinitialize:
                 pl_module.model.reinitialize(self.seed)
                 for optimizer in trainer.optimizers:
                     optimizer.state.clear()
@@ -116,7 +116,7 @@ class AttentionBiasCalibration(BiasStrategy):
     def start_retraining(self, trainer, pl_module) -> None:
         """The retraining's dropout, positions and learning rate (at the phase boundary, and
         again on a resume past it)."""
-        retraining = self.recipe.retraining
+        retraining = self.options.retraining
         if retraining.dropout != "keep":
             pl_module.model.set_dropout(retraining.dropout)
         pl_module.model.set_positional(retraining.positional == "keep")
@@ -124,12 +124,12 @@ class AttentionBiasCalibration(BiasStrategy):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         """With a retraining budget: the rate at this step of its cosine decay."""
-        if self.phase == "retrain" and self.recipe.retraining.budget != "patience":
+        if self.phase == "retrain" and self.options.retraining.budget != "patience":
             self.set_lr(trainer, pl_module)
 
     def set_lr(self, trainer, pl_module) -> None:
         """The retraining's learning rate (:meth:`Retraining.rate`) in every optimizer."""
-        retraining = self.recipe.retraining
+        retraining = self.options.retraining
         done = 0.0 if retraining.budget == "patience" else \
             (trainer.global_step - self.steps["interpolate"]) / max(1, self.steps["retrain"])
         lr = retraining.rate(pl_module.hparams.lr, done, self.annealed)
@@ -168,17 +168,17 @@ class AttentionBiasCalibration(BiasStrategy):
         state = {k: v.detach().cpu().clone() for k, v in pl_module.model.state_dict().items()}
         files.save({"state_dict": state, "step": trainer.global_step}, out / "interpolated.pt")
         if self.unread:
-            print(unread_message(self.unread, self.recipe.lines.cover == "operands"), flush=True)
+            print(unread_message(self.unread, self.options.lines.cover == "operands"), flush=True)
 
     def install(self, pl_module) -> None:
-        pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.recipe.extension.soft))
+        pl_module.model.install_bias("abc", CalibratedBias(self.lines, soft=self.options.extension.soft))
 
     # ---- test / predict / validate: install what the evaluated checkpoint's state brought back
     def apply_to(self, pl_module, datamodule=None) -> None:
         if self.lines and "abc" not in pl_module.model.bias_sources:
             self.install(pl_module)
         if self.phase != "interpolate":
-            pl_module.model.set_positional(self.recipe.retraining.positional == "keep")
+            pl_module.model.set_positional(self.options.retraining.positional == "keep")
 
     def on_validation_start(self, trainer, pl_module) -> None:
         self.apply_to(pl_module)
