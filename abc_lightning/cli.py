@@ -226,9 +226,10 @@ class ABCLightningCLI(LightningCLI):
 
     def _claim_version(self) -> None:
         """This run's own folder, claimed now (:func:`abc_lightning.run_folders.claim_run_folder`)."""
-        fit = self.config.get("subcommand") == "fit"
-        claim_run_folder(self.trainer, self.config.fit.get("ckpt_path") if fit else None,
-                         lambda: self._user_ckpt("fit").get("global_step", 0))
+        stage = self.config.get("subcommand")
+        config = self.config[stage] if stage else self.config
+        claim_run_folder(self.trainer, config.get("ckpt_path"), lambda: self._user_ckpt("fit").get("global_step", 0),
+                         stage or "fit")
 
     def _add_wandb(self) -> None:
         options = self.config[self.config.subcommand].get("wandb") or {}

@@ -127,7 +127,35 @@ def resume_folder(trainer: L.Trainer, ckpt_path: str | None) -> Path | None:
     return None
 
 
-def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step) -> None:
+def checkpoint_run(ckpt_path: str | None) -> Path | None:
+    """The run folder a checkpoint belongs to: ``version_N`` of ``version_N/checkpoints/X.ckpt``."""
+    if ckpt_path in (None, *CKPT_KEYWORDS):
+        return None
+    path = Path(ckpt_path)
+    if path.resolve().parent.name == "checkpoints" and re.fullmatch(r"version_\d+", path.resolve().parent.parent.name):
+        return path.parent.parent  # as the user wrote it, for the paths a run prints
+    return None
+
+
+def evaluate_beside(trainer: L.Trainer, ckpt_path: str | None, stage: str) -> None:
+    """``test``, ``validate`` or ``predict`` of a checkpoint of a run folder writes beside it, in
+    ``<run>/<stage>/version_K``, not in a new ``version_N`` among the training runs (unless a
+    logger version was given, as ``reproduce`` gives its own)."""
+    run = checkpoint_run(ckpt_path)
+    loggers = trainer.loggers
+    if run is None or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
+        return
+    if getattr(loggers[0], "_version", None) is not None:
+        return
+    # Lightning keeps no public setter for a logger's folder; written here, and only here
+    logger = loggers[0]
+    for attribute in ("_save_dir", "_root_dir"):  # CSV: _save_dir; TensorBoard: _root_dir
+        if hasattr(logger, attribute):
+            setattr(logger, attribute, str(run))
+    logger._name = stage
+
+
+def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step, stage: str = "fit") -> None:
     """Give a CSV/TensorBoard logger without a version its own ``version_N`` folder now.
 
     Lightning picks "highest existing + 1" lazily, so runs started together with one
@@ -135,12 +163,16 @@ def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step) ->
     each other's files. Creating the folder is atomic: a run that loses the race takes
     the next number. Only global rank 0 claims; other ranks receive its log_dir.
     A fit resumed from ``ckpt_path`` continues in the checkpoint's own folder, its
-    metrics from the checkpoint's step (``resumed_step()``). Without any logger
+    metrics from the checkpoint's step (``resumed_step()``); another ``stage`` of a checkpoint
+    writes beside its run (:func:`evaluate_beside`). Without any logger
     (``--trainer.logger=false``) the run still gets a folder of its own,
     ``runs/no_logger/version_N``, instead of writing into the current directory.
     Lightning keeps no public setter for either, so the logger's ``_version`` and the
     trainer's ``_default_root_dir`` are written here, and only here.
     """
+    if stage != "fit":
+        evaluate_beside(trainer, ckpt_path, stage)
+        ckpt_path = None
     resume = resume_folder(trainer, ckpt_path)
     if resume is not None and getattr(trainer.loggers[0], "_version", None) is None:
         # every rank continues in the checkpoint's own folder (unless a version was given)

@@ -83,7 +83,7 @@ def test_resuming_a_fit_under_another_config_is_refused(capsys, abs_checkpoint):
 def test_evaluation_settings_may_change(capsys, abs_checkpoint):
     assert run_cli(["test", "--ckpt_path", abs_checkpoint, "--data.test_lengths=[6, 12]", "--data.test_samples=50",
                     "--data.eval_batch_size=7"]) == 0
-    record = json.loads(next(Path("runs/debug").glob("version_*/test_accuracy.json")).read_text())
+    record = json.loads(next(Path("runs/debug").glob("version_0/test/version_*/test_accuracy.json")).read_text())
     assert [r["length"] for r in record["rows"]] == [6, 12] and record["rows"][0]["samples"] == 50
 
 
@@ -124,7 +124,7 @@ def test_the_python_api_predicts_evaluates_and_returns_attention(abs_checkpoint,
     assert [(r["length"], r["samples"]) for r in evaluated] == [(6, 64), (12, 64)]
     assert run_cli(["test", "--ckpt_path", abs_checkpoint, "--data.test_lengths=[6, 12]",
                     "--data.test_samples=64"]) == 0  # the same protocol on the command line
-    tested = json.loads(next(Path("runs/debug").glob("version_*/test_accuracy.json")).read_text())["rows"]
+    tested = json.loads(next(Path("runs/debug").glob("version_0/test/version_*/test_accuracy.json")).read_text())["rows"]
     assert [r["accuracy"] for r in tested] == [r["accuracy"] for r in evaluated]
     assert set(maps) == {"encoder", "decoder", "cross"} and len(maps["decoder"]) == 2
     heads, q, k = maps["cross"][0].shape

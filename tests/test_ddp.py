@@ -27,9 +27,9 @@ def test_ddp_test_matches_one_process_without_double_counting():
     lengths = ["--data.test_samples=101", "--data.test_lengths=[6, 7]", "--ckpt_path", ckpt]  # 101: odd on purpose
     cli("test", *common, *lengths, "--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu")
     cli("test", *common, *lengths)
-    assert sorted(p.name for p in Path("runs/debug").iterdir()) == ["version_0", "version_1", "version_2"]
-    ddp = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())["rows"]
-    single = json.loads(Path("runs/debug/version_2/test_accuracy.json").read_text())["rows"]
+    assert sorted(p.name for p in Path("runs/debug/version_0/test").iterdir()) == ["version_0", "version_1"]
+    ddp = json.loads(Path("runs/debug/version_0/test/version_0/test_accuracy.json").read_text())["rows"]
+    single = json.loads(Path("runs/debug/version_0/test/version_1/test_accuracy.json").read_text())["rows"]
     assert [r["samples"] for r in ddp] == [101, 101]  # not 102: no padded repeats
     assert ddp == single
 

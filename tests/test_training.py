@@ -24,7 +24,8 @@ def test_fit_test_predict_generalizes(capsys):
     best = run / "checkpoints" / "best.ckpt"
     assert best.is_file()
     assert run_cli(["test", "--config", DEBUG, "--ckpt_path", str(best), "--trainer.enable_progress_bar=false"]) == 0
-    test = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())
+    test = json.loads(Path("runs/debug/version_0/test/version_0/test_accuracy.json").read_text())  # beside its run
+    assert [p.name for p in Path("runs/debug").iterdir()] == ["version_0"]  # no new run among the training runs
     acc = {r["length"]: r["accuracy"] for r in test["rows"]}
     samples = {r["length"]: r["samples"] for r in test["rows"]}
     assert samples == {6: 500, 30: 500}

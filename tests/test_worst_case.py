@@ -179,7 +179,7 @@ def test_test_logs_the_worst_case_set_per_family_and_shows_a_failing_example(cap
     assert sorted(targets) == sorted([(100, True), (100, True),
                                       (len(dm.worst_set(6)), False), (len(dm.worst_set(60)), False)])
     out = capsys.readouterr().out
-    record = json.loads(Path("runs/debug/version_1/test_accuracy.json").read_text())
+    record = json.loads(Path("runs/debug/version_0/test/version_0/test_accuracy.json").read_text())
     six, sixty = record["rows"]
     assert (six["accuracy"], sixty["accuracy"], six["worst"]) == (100.0, 100.0, 100.0)
     assert sixty["worst_families"]["all_nines"] == 0.0 and sixty["worst_families"]["trailing_nines"] < 100
