@@ -118,6 +118,7 @@ def test_the_worst_cases_are_right(k):
     t = get_task("addition_k").with_operands(k)
     for length in (1, 6, 60):
         _, _, operands, texts = t.worst_case_set(length)
+        assert texts, f"no worst cases at {length} digits"
         target = t.target(operands)
         for i, text in enumerate(texts):
             assert t.format_answer(target[i].tolist()) == str(sum(int(p) for p in text.split("+")))

@@ -30,7 +30,9 @@ def test_every_cell_reproduce_runs_parses_and_builds(monkeypatch):
     from abc_lightning import reproduce
 
     monkeypatch.chdir(ROOT)  # the cells name configs relative to the checkout, as printed in the tables
-    for cell in reproduce.all_cells():
+    cells = reproduce.all_cells()
+    assert len(cells) > 100
+    for cell in cells:
         cli = ABCLightningCLI(args=["--config", cell.config, *cell.overrides, "--trainer.logger=false"], run=False)
         assert cli.datamodule.task.name == cell.task, cell.key
 

@@ -62,6 +62,7 @@ def test_the_training_pool_is_ordered_too():
 def test_worst_cases_are_right_and_hold_the_borrow_chains_they_claim(length):
     _, rows = worst_case_rows("subtraction", length)
     texts = [text for text, _ in rows]
+    assert texts
     for text, target in rows:
         x, y = (int(p) for p in text.split("-"))
         assert x >= y and as_int(target[::-1]) == x - y

@@ -41,6 +41,7 @@ def test_every_scratchpad_token_is_what_python_integers_say(length):
 @pytest.mark.parametrize("length", [1, 2, 7, 60])
 def test_worst_cases_are_right(length):
     t, rows = worst_case_rows("nx2", length)
+    assert rows
     for text, target in rows:
         x, y = (int(p) for p in text.split("*"))
         assert t.format_answer(target.tolist()) == str(x * y)
