@@ -27,7 +27,7 @@ def main() -> int:
 
         return guarded(reproduce, sys.argv[2:], "--results PATH")
     if len(sys.argv) > 1 and sys.argv[1] == "sweep":
-        from abc_lightning.sweep import main as sweep
+        from abc_lightning.reproduce.sweep import main as sweep
 
         return guarded(sweep, sys.argv[2:], "--out PATH")
     from abc_lightning.cli import run_cli
@@ -47,7 +47,7 @@ def import_then(argv: list[str]) -> bool:
     if hold:
         signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
-        name = {"reproduce": "reproduce", "sweep": "sweep"}.get(argv[1] if len(argv) > 1 else "", "cli")
+        name = {"reproduce": "reproduce", "sweep": "reproduce.sweep"}.get(argv[1] if len(argv) > 1 else "", "cli")
         importlib.import_module(f"abc_lightning.{name}")
     finally:
         if hold:

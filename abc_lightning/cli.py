@@ -1,7 +1,7 @@
 """The command line: LightningCLI over the module and data module.
 
 Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predict``);
-``python -m abc_lightning reproduce …`` regenerates the results tables (reproduce.py runs the cells of cells.py; tables.py writes them).
+``python -m abc_lightning reproduce …`` regenerates the results tables (:mod:`abc_lightning.reproduce`).
 What a mistake prints lives in :mod:`abc_lightning.messages`, the checks a run passes before
 it starts in :mod:`abc_lightning.preflight`, run folders in :mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
 one line and an exit status (:mod:`abc_lightning.faults`).

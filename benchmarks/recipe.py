@@ -158,7 +158,7 @@ COMMON = [f"--data.test_lengths={TEST_LENGTHS}".replace(" ", "")]
 def table_of(candidate: str, cell: str) -> str:
     """The table whose cell it is: Table 3 for ABC's candidates and ``base3_`` (Table 3's
     baselines), the beyond table for its tasks' cells."""
-    from abc_lightning.cells import beyond_cells
+    from abc_lightning.reproduce.cells import beyond_cells
 
     if candidate.startswith(("abc_", "base3_")):
         return "table3"

@@ -16,8 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from abc_lightning.cells import table_entry
-from abc_lightning.tables import fmt, short_inputs, spread_of
+from abc_lightning.reproduce.cells import table_entry
+from abc_lightning.reproduce.tables import fmt, short_inputs, spread_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

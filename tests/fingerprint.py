@@ -1,6 +1,6 @@
 """The behaviour fingerprint: what every table's runs do, recorded small enough to check in CI.
 
-Every result table is made of cells (``abc_lightning.cells``): a base config, a task and a
+Every result table is made of cells (``abc_lightning.reproduce.cells``): a base config, a task and a
 few overrides. The fingerprint runs each distinct kind of cell as a tiny fit through the
 real command line (``run_cli``, the cell's own config and overrides, then :data:`TINY`):
 every task under each bias strategy it has in the tables (ABS, ABC, none), and every
@@ -82,7 +82,7 @@ MARGIN = 1e-3  # logits: a greedy token this close to the runner-up may flip wit
 def runs() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Run name -> (config, overrides): the first cell of every (task, config) pair, then the
     first cell of every other override pattern the tables use, in the tables' order."""
-    from abc_lightning.cells import all_cells, task_flags
+    from abc_lightning.reproduce.cells import all_cells, task_flags
 
     chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
     seen_patterns = set()

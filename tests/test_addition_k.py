@@ -127,7 +127,7 @@ def test_the_worst_cases_are_right(k):
 
 def test_it_is_registered_beyond_the_paper():
     assert "addition_k" in TASKS and type(data_module_for("addition_k")).__name__ == "AdditionK"
-    from abc_lightning.cells import table_entry
+    from abc_lightning.reproduce.cells import table_entry
 
     assert table_entry("addition_k").table == "beyond" and not table_entry("addition_k").abc
 

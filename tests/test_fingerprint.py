@@ -22,7 +22,7 @@ def test_every_kind_of_cell_has_a_recorded_fingerprint():
                         + " ".join(missing)
     assert not set(REFERENCE) - set(RUNS), "fingerprint.json holds runs no table has any more"
     # every task under every bias strategy the tables give it
-    from abc_lightning.cells import all_cells
+    from abc_lightning.reproduce.cells import all_cells
     assert {(c.task, c.config) for c in all_cells()} <= {
         (c.task, c.config) for c in all_cells() if f"{c.config.split('/')[1][:-5]}_{c.task}" in RUNS}
 

@@ -113,7 +113,7 @@ def test_predict_frames_each_operand_on_its_own():
 
 def test_it_is_registered_beyond_the_paper():
     assert "multiplication" in TASKS and type(data_module_for("multiplication")).__name__ == "Multiplication"
-    from abc_lightning.cells import table_entry
+    from abc_lightning.reproduce.cells import table_entry
 
     assert table_entry("multiplication").table == "beyond" and not table_entry("multiplication").abc
 
@@ -192,7 +192,8 @@ def test_a_long_answer_trains_on_the_gathered_keys_with_the_dense_result(monkeyp
 
 
 def test_a_table_says_where_a_task_tests_on_fewer_inputs():
-    from abc_lightning import reproduce, tables
+    from abc_lightning import reproduce
+    from abc_lightning.reproduce import tables
 
     cells = [c for c in reproduce.beyond_cells() if c.task in ("multiplication", "nx2")]
     assert tables.fewer_samples(cells, "long_samples") == " (multiplication: 200 at 60)"

@@ -11,7 +11,8 @@ import pytest
 import torch
 import yaml
 
-from abc_lightning import reproduce, sweep
+from abc_lightning import reproduce
+from abc_lightning.reproduce import sweep
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

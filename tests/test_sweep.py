@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from abc_lightning import sweep
+from abc_lightning.reproduce import sweep
 from abc_lightning.cli_check import ParseOnly
 from abc_lightning.errors import ConfigError
 

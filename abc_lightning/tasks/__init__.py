@@ -3,7 +3,7 @@
 Every :class:`Task` subclass with a ``name`` in a module of this package is registered in
 :data:`TASKS` when the package is imported, so a new task is one new file here. The registry
 drives everything else: the data modules (``--data=Addition``), the cells ``reproduce``
-runs (each task's place in the tables: ``abc_lightning.cells.TASK_TABLES``), the benchmarks and
+runs (each task's place in the tables: ``abc_lightning.reproduce.cells.TASK_TABLES``), the benchmarks and
 the tests that go over every task.
 """
 

@@ -22,16 +22,16 @@ from pathlib import Path
 from abc_lightning import files
 from abc_lightning.markdown import duration
 # the cell matrix and the table writer, also reachable from here (``reproduce.all_cells`` …)
-from abc_lightning.cells import (CURVE_LENGTHS, CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LONG_LENGTHS,  # noqa: F401
+from abc_lightning.reproduce.cells import (CURVE_LENGTHS, CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LONG_LENGTHS,  # noqa: F401
                                  LONG_SAMPLES, SHAPE_SAMPLES, TABLES, Cell, all_cells, beyond_cells, geometry_cells,
                                  table1_cells, table3_cells)
 from abc_lightning.errors import OneLineParser
 from abc_lightning.provenance import short_commit
-from abc_lightning.runner import in_parallel, run_logged
-from abc_lightning.tables import fmt, regenerate_commands, write_table  # noqa: F401
+from abc_lightning.reproduce.runner import in_parallel, run_logged
+from abc_lightning.reproduce.tables import fmt, regenerate_commands, write_table  # noqa: F401
 
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout the configs live in
+ROOT = Path(__file__).resolve().parents[2]  # the checkout the configs live in
 
 RUN_INFO = {"jobs": 1, "threads": "all"}  # how cells are run (set by --jobs), recorded with each cell
 

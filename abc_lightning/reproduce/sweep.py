@@ -40,7 +40,7 @@ import yaml
 
 from abc_lightning import files, markdown
 from abc_lightning.errors import ConfigError, OneLineParser
-from abc_lightning.runner import in_parallel, run_logged
+from abc_lightning.reproduce.runner import in_parallel, run_logged
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 #: Set for each run: where the CLI copies its accuracy records (see AccuracyTable).

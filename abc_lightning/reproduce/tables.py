@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 from abc_lightning import files, markdown
-from abc_lightning.cells import (CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LENGTHS, LONG_LENGTHS, LONG_SAMPLES,
+from abc_lightning.reproduce.cells import (CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LENGTHS, LONG_LENGTHS, LONG_SAMPLES,
                                  SHAPE_SAMPLES, WORST_LENGTHS, Cell)
 
 
