@@ -7,8 +7,8 @@ import sys
 
 def guarded(run, argv: list[str], flag: str) -> int:
     """``reproduce`` and ``sweep``: a mistake or a fault is one line and an exit status, as
-    for the LightningCLI subcommands (abc_lightning.faults)."""
-    from abc_lightning.faults import report
+    for the LightningCLI subcommands (abc_lightning.cli.faults)."""
+    from abc_lightning.cli.faults import report
 
     try:
         return run(argv)

@@ -103,7 +103,7 @@ def check_device(device: str | torch.device) -> torch.device:
 def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
     """Rebuild the run a checkpoint was trained in, from the checkpoint alone."""
     from abc_lightning.cli import quiet_third_party
-    from abc_lightning.cli_check import Unseeded
+    from abc_lightning.cli.check import Unseeded
 
     quiet_third_party()
     if not isinstance(path, (str, Path)):

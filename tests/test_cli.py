@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from abc_lightning.cli import ABCLightningCLI, run_cli
-from abc_lightning import preflight
+from abc_lightning.cli import preflight
 
 from tests.helpers import one_error_line
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from abc_lightning.reproduce import sweep
-from abc_lightning.cli_check import ParseOnly
+from abc_lightning.cli.check import ParseOnly
 from abc_lightning.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

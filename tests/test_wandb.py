@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from abc_lightning import wandb_logging
+from abc_lightning.cli import wandb_logging
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = str(ROOT / "configs" / "debug.yaml")

@@ -146,7 +146,7 @@ def run_id(params: dict) -> str:
 
 def check_commands(commands: list[list[str]]) -> list[str]:
     """Errors of the combinations whose ``abc_lightning`` command does not parse."""
-    from abc_lightning.cli_check import check_args
+    from abc_lightning.cli.check import check_args
 
     errors = []
     for cmd in commands:

@@ -2,9 +2,9 @@
 
 Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predict``);
 ``python -m abc_lightning reproduce …`` regenerates the results tables (:mod:`abc_lightning.reproduce`).
-What a mistake prints lives in :mod:`abc_lightning.messages`, the checks a run passes before
-it starts in :mod:`abc_lightning.preflight`, run folders in :mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
-one line and an exit status (:mod:`abc_lightning.faults`).
+What a mistake prints lives in :mod:`abc_lightning.cli.messages`, the checks a run passes before
+it starts in :mod:`abc_lightning.cli.preflight`, run folders in :mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
+one line and an exit status (:mod:`abc_lightning.cli.faults`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
 from abc_lightning.callbacks.training import LineProgress, PredictionWriter, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
-from abc_lightning import preflight
+from abc_lightning.cli import preflight
 from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
 from abc_lightning.errors import CheckpointError, ConfigError
-from abc_lightning.faults import report, user_error
-from abc_lightning.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
+from abc_lightning.cli.faults import report, user_error
+from abc_lightning.cli.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
 from abc_lightning.run_folders import CLAIMED, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
 from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.module import ArithmeticTransformer
-from abc_lightning.wandb_logging import add_beside
+from abc_lightning.cli.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
 from abc_lightning import callbacks as _callbacks, calibration as _calibration, scaffolding as _scaffolding  # noqa: F401
@@ -275,7 +275,7 @@ ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's m
 
 
 def run_cli(args: list[str] | None = None) -> int:
-    """Run the CLI. A mistake or a fault prints one line (:mod:`abc_lightning.faults`) and
+    """Run the CLI. A mistake or a fault prints one line (:mod:`abc_lightning.cli.faults`) and
     returns 2 (the user's to change), 1 (the machine's) or 130 (interrupted); folders this
     process claimed that hold only start-up files are removed, never a run with a checkpoint."""
     quiet_third_party()

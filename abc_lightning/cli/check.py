@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 
 from abc_lightning.cli import ABCLightningCLI
-from abc_lightning.faults import user_error
+from abc_lightning.cli.faults import user_error
 
 
 class Unseeded(ABCLightningCLI):

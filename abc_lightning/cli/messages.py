@@ -53,7 +53,7 @@ def quiet_third_party() -> None:
 def ours_as_notices(message, category, filename, lineno, line=None) -> str:
     """Our own warnings (e.g. a κ no line can pass) read as one ``abc_lightning: warning:``
     line, like the other notices; everyone else's keep Python's format."""
-    if str(filename).startswith(str(Path(__file__).resolve().parent)):
+    if str(filename).startswith(str(Path(__file__).resolve().parents[1])):  # the package
         return f"abc_lightning: warning: {message}\n"
     return ours_as_notices.default(message, category, filename, lineno, line)
 
