@@ -62,6 +62,18 @@ def abs_window_of(data_class: str):
     return cli.model.model.bias_sources["abs_window"]
 
 
+def assert_abs_cell_uses_the_task_windows(task_name: str, self_width: int, n_queries: int, n_keys: int) -> None:
+    """``configs/abs.yaml`` on the task installs the task's own windows: its decoder width and,
+    at (n_queries, n_keys), the cross window built from what its tokens need."""
+    from abc_lightning.tasks import class_name, get_task
+
+    bias = abs_window_of(class_name(task_name))
+    assert bias.self_width == self_width and bias.dependencies is not None
+    task = get_task(task_name)
+    cross = bias("cross", n_queries, n_keys, torch.device("cpu"))[0]
+    assert torch.equal(torch.isfinite(cross), task.dependency_windows(n_queries, n_keys, aligned=task.form == "aligned")[1])
+
+
 def one_error_line(capsys) -> str:
     """The single ``abc_lightning: error:`` line a failed command printed on stderr."""
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("abc_lightning: error:")]

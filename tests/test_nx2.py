@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-import torch
 
 from abc_lightning import vocab
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.errors import InputError
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import abs_window_of, as_int, own_cross_window, worst_case_rows
+from tests.helpers import as_int, assert_abs_cell_uses_the_task_windows, own_cross_window, worst_case_rows
 
 
 
@@ -74,11 +73,7 @@ def test_it_is_registered_and_predicts_its_own_form():
 
 
 def test_the_abs_cell_uses_the_task_s_windows():
-    bias = abs_window_of("Nx2")
-    assert bias.self_width == 3 and bias.dependencies is not None
-    task = get_task("nx2")
-    cross = bias("cross", 10, 13, torch.device("cpu"))[0]
-    assert torch.equal(torch.isfinite(cross), task.dependency_windows(10, 13, aligned=task.form == "aligned")[1])
+    assert_abs_cell_uses_the_task_windows("nx2", self_width=3, n_queries=10, n_keys=13)
 
 
 def test_n_times_three_is_the_same_scratchpad_with_blocks_of_four():

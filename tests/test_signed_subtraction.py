@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-import torch
 
 from abc_lightning import vocab
 from abc_lightning.data import data_module_for, eval_size
 from abc_lightning.evaluation import answer_of
 from abc_lightning.tasks import TASKS, get_task
-from tests.helpers import abs_window_of, as_int, own_cross_window, worst_case_rows
+from tests.helpers import as_int, assert_abs_cell_uses_the_task_windows, own_cross_window, worst_case_rows
 
 
 
@@ -76,11 +75,7 @@ def test_it_is_registered_and_predicts_its_own_form():
 
 
 def test_the_abs_cell_uses_the_task_s_windows():
-    bias = abs_window_of("SignedSubtraction")
-    assert bias.self_width == 2 and bias.dependencies is not None
-    task = get_task("signed_subtraction")
-    cross = bias("cross", 12, 13, torch.device("cpu"))[0]
-    assert torch.equal(torch.isfinite(cross), task.dependency_windows(12, 13, aligned=task.form == "aligned")[1])
+    assert_abs_cell_uses_the_task_windows("signed_subtraction", self_width=2, n_queries=12, n_keys=13)
 
 
 def test_the_task_keeps_the_form_its_windows_are_drawn_on():
