@@ -115,40 +115,45 @@ def remove_unstarted_runs(status: int = 2) -> None:
     CLAIMED.clear()
 
 
+def _version_folder(ckpt_path: str | None) -> Path | None:
+    """``version_N`` two levels above a checkpoint file (resolved), or None."""
+    if ckpt_path in (None, *CKPT_KEYWORDS):
+        return None
+    folder = Path(ckpt_path).resolve().parent.parent
+    return folder if re.fullmatch(r"version_\d+", folder.name) else None
+
+
+def _folder_logger(trainer: L.Trainer) -> CSVLogger | TensorBoardLogger | None:
+    """The primary logger when it writes ``<save_dir>/<name>/version_N`` folders."""
+    loggers = trainer.loggers
+    return loggers[0] if loggers and isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) else None
+
+
 def resume_folder(trainer: L.Trainer, ckpt_path: str | None) -> Path | None:
     """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
     ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
-    loggers = trainer.loggers
-    if ckpt_path in (None, *CKPT_KEYWORDS) or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
+    logger, folder = _folder_logger(trainer), _version_folder(ckpt_path)
+    if logger is None or folder is None or folder.parent != Path(logger.root_dir).resolve():
         return None
-    folder = Path(ckpt_path).resolve().parent.parent
-    if folder.parent == Path(loggers[0].root_dir).resolve() and re.fullmatch(r"version_\d+", folder.name):
-        return folder
-    return None
+    return folder
 
 
 def checkpoint_run(ckpt_path: str | None) -> Path | None:
     """The run folder a checkpoint belongs to: ``version_N`` of ``version_N/checkpoints/X.ckpt``."""
-    if ckpt_path in (None, *CKPT_KEYWORDS):
+    folder = _version_folder(ckpt_path)
+    if folder is None or Path(ckpt_path).resolve().parent.name != "checkpoints":
         return None
-    path = Path(ckpt_path)
-    if path.resolve().parent.name == "checkpoints" and re.fullmatch(r"version_\d+", path.resolve().parent.parent.name):
-        return path.parent.parent  # as the user wrote it, for the paths a run prints
-    return None
+    return Path(ckpt_path).parent.parent  # as the user wrote it, for the paths a run prints
 
 
 def evaluate_beside(trainer: L.Trainer, ckpt_path: str | None, stage: str) -> None:
     """``test``, ``validate`` or ``predict`` of a checkpoint of a run folder writes beside it, in
     ``<run>/<stage>/version_K``, not in a new ``version_N`` among the training runs (unless a
     logger version was given, as ``reproduce`` gives its own)."""
-    run = checkpoint_run(ckpt_path)
-    loggers = trainer.loggers
-    if run is None or not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)):
-        return
-    if getattr(loggers[0], "_version", None) is not None:
+    run, logger = checkpoint_run(ckpt_path), _folder_logger(trainer)
+    if run is None or logger is None or getattr(logger, "_version", None) is not None:
         return
     # Lightning keeps no public setter for a logger's folder; written here, and only here
-    logger = loggers[0]
     for attribute in ("_save_dir", "_root_dir"):  # CSV: _save_dir; TensorBoard: _root_dir
         if hasattr(logger, attribute):
             setattr(logger, attribute, str(run))

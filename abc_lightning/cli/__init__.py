@@ -104,15 +104,20 @@ class ABCLightningCLI(LightningCLI):
             parser.set_defaults(verbose=False)  # AccuracyTable prints the one table
         return parser
 
+    @property
+    def stage_config(self):
+        """The parsed config of the subcommand being run (the whole config without one)."""
+        return self.config[self.subcommand] if self.subcommand else self.config
+
     def _set_seed(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        config = self.stage_config
         seed = config.get("seed_everything")
         if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**32:
             raise ConfigError(f"seed_everything={seed}: expected an integer from 0 to {2**32 - 1} (or true)")
         super()._set_seed()
 
     def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        config = self.stage_config
         resolve_task_period(config)
         resolve_data_seed(config)  # after _set_seed: seed_everything is a number (or off)
         trainer = config.get("trainer", {})
@@ -226,10 +231,8 @@ class ABCLightningCLI(LightningCLI):
 
     def _claim_version(self) -> None:
         """This run's own folder, claimed now (:func:`abc_lightning.run_folders.claim_run_folder`)."""
-        stage = self.config.get("subcommand")
-        config = self.config[stage] if stage else self.config
-        claim_run_folder(self.trainer, config.get("ckpt_path"), lambda: self._user_ckpt("fit").get("global_step", 0),
-                         stage or "fit")
+        claim_run_folder(self.trainer, self.stage_config.get("ckpt_path"),
+                         lambda: self._user_ckpt("fit").get("global_step", 0), self.subcommand or "fit")
 
     def _add_wandb(self) -> None:
         options = self.config[self.config.subcommand].get("wandb") or {}
