@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from abc_lightning.checkpoints import load_checkpoint, stored_config
+from abc_lightning.runs.checkpoints import load_checkpoint, stored_config
 from abc_lightning.errors import CheckpointError, ConfigError, InputError
 from abc_lightning.evaluation import decode_batch, evaluate_by_length, group_inputs
 
@@ -100,12 +100,45 @@ def check_device(device: str | torch.device) -> torch.device:
     return device
 
 
-def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
-    """Rebuild the run a checkpoint was trained in, from the checkpoint alone."""
-    from abc_lightning.cli import quiet_third_party
-    from abc_lightning.cli.check import Unseeded
+def build_from_config(config: str) -> tuple:
+    """The model, data module and bias strategy of a run, built by their own constructors from
+    the run's config (YAML, as a checkpoint carries it); no Trainer, no seeding, and the
+    caller's random state is left as it was."""
+    import yaml
+    from jsonargparse import ArgumentParser
 
-    quiet_third_party()
+    from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
+    from abc_lightning.training import ArithmeticTransformer, BiasStrategy
+
+    try:
+        stored = yaml.safe_load(config)
+    except yaml.YAMLError as exc:
+        raise CheckpointError(f"the checkpoint's config is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(stored, dict) or not isinstance(stored.get("model", {}), dict):
+        raise CheckpointError("the checkpoint's config is not a run's config (no model and data sections)")
+    parser = ArgumentParser(exit_on_error=False, default_env=False)
+    parser.add_class_arguments(ArithmeticTransformer, "model")
+    parser.add_subclass_arguments(ArithmeticDataModule, "data")
+    parser.add_subclass_arguments(BiasStrategy, "bias", required=False)
+    parser.add_argument("--seed_everything", type=int | bool | None, default=None)
+    sections = {k: stored[k] for k in ("model", "data", "bias", "seed_everything") if stored.get(k) is not None}
+    try:
+        cfg = parser.parse_object(sections)
+        resolve_data_seed(cfg)
+        resolve_task_period(cfg)
+        with torch.random.fork_rng(devices=[]):
+            built = parser.instantiate_classes(cfg)
+    except (ConfigError, InputError):
+        raise
+    except Exception as exc:  # jsonargparse's parse errors name the key
+        raise CheckpointError(f"the checkpoint's config does not build: {str(exc).splitlines()[0]}") from None
+    return built.model, built.data, built.get("bias")
+
+
+def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
+    """Rebuild the run a checkpoint was trained in, from the checkpoint alone: the model, its
+    data module and its bias strategy from their constructors and the config the checkpoint
+    carries, then the trained weights and the strategy's state."""
     if not isinstance(path, (str, Path)):
         raise CheckpointError(f"load takes a checkpoint's path, e.g. 'runs/abs/version_0/checkpoints/best.ckpt'; "
                               f"got {type(path).__name__}")
@@ -115,16 +148,12 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
     if config is None:
         raise CheckpointError(f"{path} carries no config (it was written before checkpoints did); "
                               "rebuild it with the CLI and the config it was trained with")
-
-    cli = Unseeded(args=["--config", config, "--trainer.logger=false", "--trainer.enable_progress_bar=false",
-                        "--wandb.mode=disabled"], run=False)
-    module = cli.model
+    module, datamodule, strategy = build_from_config(config)
     module.load_state_dict(ckpt["state_dict"])
-    states = ckpt.get("callbacks") or {}
-    for callback in cli.trainer.callbacks:
-        if callback.state_key in states:
-            callback.load_state_dict(states[callback.state_key])
-        if hasattr(callback, "apply_to"):  # the bias strategy: ABS window, ABC calibrated bias
-            callback.apply_to(module, cli.datamodule)
+    if strategy is not None:  # the bias strategy: ABS window, ABC calibrated bias
+        state = (ckpt.get("callbacks") or {}).get(strategy.state_key)
+        if state is not None:
+            strategy.load_state_dict(state)
+        strategy.apply_to(module, datamodule)
     module.to(device).eval()
-    return TrainedModel(module, cli.datamodule, config)
+    return TrainedModel(module, datamodule, config)

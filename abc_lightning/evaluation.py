@@ -178,7 +178,7 @@ SHOWN = 20  # predict answers printed; all of them go to predictions.jsonl
 def write_predictions(predictions: list[dict], out: Path) -> None:
     """``predict``'s answers: all of them to ``out/predictions.jsonl`` (in input order), the
     first :data:`SHOWN` printed, each marked right or wrong, and how many were right."""
-    from abc_lightning import files
+    from abc_lightning.runs import files
 
     rows = sorted(predictions, key=lambda r: r["index"])
     out.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ def main() -> None:
     import torch
 
     from abc_lightning import load
-    from abc_lightning.provenance import cpu, short_commit
+    from abc_lightning.runs.provenance import cpu, short_commit
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     model = load(args.ckpt)

@@ -22,13 +22,14 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+from abc_lightning.reproduce.runner import run_logged
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,11 +39,15 @@ def checkpoint(threads: int) -> Path:
     ckpt = ROOT / "runs" / "bench_predict" / "fit" / "checkpoints" / "best.ckpt"
     if not ckpt.exists():
         print("[bench] training configs/abs.yaml --data=Addition once for a checkpoint", flush=True)
-        subprocess.run([sys.executable, "-m", "abc_lightning", "fit", "--config", "configs/abs.yaml", "--data=Addition",
-                        "--trainer.logger.init_args.save_dir", "runs", "--trainer.logger.init_args.name", "bench_predict",
-                        "--trainer.logger.init_args.version", "fit", "--trainer.enable_progress_bar=false",
-                        "--wandb.mode=disabled"], cwd=ROOT, check=True,
-                       env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+        log = ROOT / "runs" / "bench_predict.fit.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        code, _ = run_logged([sys.executable, "-m", "abc_lightning", "fit", "--config", "configs/abs.yaml",
+                              "--data=Addition", "--trainer.logger.init_args.save_dir", "runs",
+                              "--trainer.logger.init_args.name", "bench_predict", "--trainer.logger.init_args.version",
+                              "fit", "--trainer.enable_progress_bar=false", "--wandb.mode=disabled"], log,
+                             {"OMP_NUM_THREADS": str(threads)}, cwd=ROOT)
+        if code:
+            raise SystemExit(f"bench_predict: training failed (exit {code}); see {log}")
     return ckpt
 
 
@@ -56,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from abc_lightning import load
-    from abc_lightning.provenance import git_commit
+    from abc_lightning.runs.provenance import git_commit
 
     ckpt = Path(args.ckpt) if args.ckpt else checkpoint(args.threads)
     rng = random.Random(0)
@@ -78,13 +83,15 @@ def main() -> None:
         """Wall seconds of one whole ``predict`` process over ``lines``."""
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "inputs.txt").write_text("\n".join(lines) + "\n")
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "abc_lightning", "predict", "--ckpt_path", str(ckpt.resolve()),
-                            f"--data.predict_file={Path(tmp) / 'inputs.txt'}", "--trainer.enable_progress_bar=false",
-                            "--trainer.logger.init_args.save_dir", str(Path(tmp) / "runs"), "--wandb.mode=disabled"],
-                           cwd=tmp, check=True, capture_output=True,
-                           env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
-            return time.perf_counter() - start
+            code, seconds = run_logged(
+                [sys.executable, "-m", "abc_lightning", "predict", "--ckpt_path", str(ckpt.resolve()),
+                 f"--data.predict_file={Path(tmp) / 'inputs.txt'}", "--trainer.enable_progress_bar=false",
+                 "--trainer.logger.init_args.save_dir", str(Path(tmp) / "runs"), "--wandb.mode=disabled"],
+                Path(tmp) / "predict.log", {"OMP_NUM_THREADS": str(args.threads)}, cwd=tmp)
+            if code:
+                raise SystemExit(f"bench_predict: predict failed (exit {code}): "
+                                 f"{(Path(tmp) / 'predict.log').read_text().strip().splitlines()[-1:]}")
+            return seconds
 
     cli = run_cli(inputs)
     startup = run_cli(inputs[:1])  # start-up, model rebuild and one answer

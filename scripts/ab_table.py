@@ -5,10 +5,10 @@ side by side by seed, as a Markdown table and its JSON.
         --arm "0.5 (configs' default)" <results folder of arm A> \\
         --arm "0 (--model.encoder_attention_drop=0)" <results folder of arm B> \\
         --question "does the encoder attention drop hurt N×M's 60×60 inputs?" \\
-        --out results/diagnostics/nxm_drop_ab/nxm_drop_ab
+        --out results/nxm_drop_ab
 
 Each arm is a folder that `reproduce <table> --only <cell> --results <folder>` wrote into
-(or that `scripts/records_bundle.py unpack` made); its records are
+(or where `reproduce` unpacked a table's `<table>.records.json.gz`); its records are
 `<folder>/<table>/<cell>[.seedS].json`. Every seed found in any arm gets a line per arm that
 has it. Columns: the accuracy at each tested length of at least ``--from-length`` digits (20
 by default), then at each other shape the task tests (N×M's `60×6`); *worst*: the lowest
@@ -25,7 +25,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from abc_lightning import files
+from abc_lightning.runs import files
 from abc_lightning.tasks import get_task
 
 SEED = re.compile(r"\.seed(\d+)$")

@@ -1,6 +1,8 @@
-"""Compare two folders of `reproduce` records, cell by cell: did they train the same models?
+"""Compare two sets of `reproduce` records, cell by cell: did they train the same models?
 
-    python scripts/compare_records.py results/table1 <your results>/table1
+    python scripts/compare_records.py results/table1.records.json.gz <your results>/table1
+
+Each side is a folder of records or a table's bundle of them (`results/<table>.records.json.gz`).
 
 A record (`<cell>[.seedS].json`) holds the steps a cell trained, why it stopped, its
 accuracy and worst-case results at every length tested (with the inputs it got wrong and
@@ -27,7 +29,15 @@ COMPARED = ("steps", "stopped", "rows", "shape_rows", "curve")
 
 
 def load(folder: Path) -> dict[str, dict]:
-    """The records of one folder, by file name without `.json`."""
+    """The records of one folder or bundle, by file name without `.json`."""
+    if folder.is_file():
+        from abc_lightning.reproduce.records import read_bundle
+
+        try:
+            return {Path(name).stem: record for name, record in read_bundle(folder).items()}
+        except (OSError, ValueError, EOFError) as exc:
+            print(f"compare_records: error: {folder} is not a bundle of records ({exc})", file=sys.stderr)
+            raise SystemExit(2) from None
     records = {}
     for path in sorted(folder.glob("*.json")):
         try:
@@ -82,13 +92,13 @@ def where(record: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("first", type=Path, help="a folder of records, e.g. results/table1")
-    parser.add_argument("second", type=Path, help="another folder of records of the same cells")
+    parser.add_argument("first", type=Path, help="a folder or bundle of records, e.g. results/table1.records.json.gz")
+    parser.add_argument("second", type=Path, help="another folder or bundle of records of the same cells")
     args = parser.parse_args(argv)
     folders = (args.first, args.second)
     for folder in folders:
-        if not folder.is_dir():
-            print(f"compare_records: error: {folder} is not a folder", file=sys.stderr)
+        if not (folder.is_dir() or folder.is_file() and folder.name.endswith(".gz")):
+            print(f"compare_records: error: {folder} is not a folder or a .records.json.gz bundle", file=sys.stderr)
             return 2
     first, second = (load(folder) for folder in folders)
     if not first or not second:

@@ -4,19 +4,20 @@ period) and ABC on each of the paper's tasks, and + T on each task beyond the pa
     python scripts/readme_table.py             # print it
     python scripts/readme_table.py --write     # replace the table in README.md
 
-Every figure is read from ``results/table1.json``, ``table3.json`` and ``beyond.json``; a
-cell over several seeds shows *median / min*, as the tables do.
+Every figure is read from the records the tables were made from
+(``results/table1.records.json.gz``, ``table3`` and ``beyond``); a cell over several seeds
+shows *median / min*, as the tables do.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from abc_lightning.reproduce.cells import table_entry
+from abc_lightning.reproduce.records import table_records
 from abc_lightning.reproduce.tables import fmt, short_inputs, spread_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,13 +55,12 @@ def _is_abc(label: str) -> bool:
     return label.startswith("ABC") and "paper's preset" not in label
 
 
-def _cells(table: dict, task: str, chosen) -> list[dict]:
-    return sorted((c for c in table["cells"] if c["task"] == task and chosen(c["label"])), key=lambda c: c.get("seed") or 0)
+def _cells(records: list[dict], task: str, chosen) -> list[dict]:
+    return sorted((c for c in records if c["task"] == task and chosen(c["label"])), key=lambda c: c.get("seed") or 0)
 
 
 def table(results: Path) -> str:
-    t1, t3 = (json.loads((results / f"{t}.json").read_text()) for t in ("table1", "table3"))
-    beyond = json.loads((results / "beyond.json").read_text())
+    t1, t3, beyond = (table_records(results, t) for t in ("table1", "table3", "beyond"))
     lines = []
     for task in PAPER_TASKS:
         paper = table_entry(task).paper

@@ -3,6 +3,8 @@
     python scripts/worst_misses.py results/beyond/abs_nx2.seed4.json results/beyond/abs_nx3.seed2.json
     python scripts/worst_misses.py results/beyond            # every record of a folder
 
+(`reproduce beyond --table-only` unpacks the table's records from `results/beyond.records.json.gz`.)
+
 A record keeps, for each length and worst-case family that failed, the first input it got
 wrong, what it answered and what was expected (whole, however long). The tables show them
 shortened in the middle, which hides a miss at the answer's end. This prints one Markdown

@@ -235,7 +235,7 @@ def bias_record(model, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor, laye
 @contextmanager
 def no_figures():
     """Figures are not behaviour: heatmaps are left undrawn (they cost seconds a run)."""
-    from abc_lightning.callbacks.heatmaps import AttentionHeatmaps
+    from abc_lightning.training.heatmaps import AttentionHeatmaps
 
     saved = AttentionHeatmaps.draw, AttentionHeatmaps.draw_calibrated
     AttentionHeatmaps.draw = AttentionHeatmaps.draw_calibrated = lambda *a, **k: []

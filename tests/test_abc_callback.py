@@ -12,7 +12,7 @@ from abc_lightning.calibration.lines import CalibratedLines
 from abc_lightning.calibration.options import Extension, Lines, Phases, Retraining
 from abc_lightning.errors import CheckpointError
 from abc_lightning.callbacks import AttentionBiasCalibration
-from abc_lightning.callbacks.training import stop_reason
+from abc_lightning.training.callbacks import stop_reason
 from abc_lightning.cli import ABCLightningCLI, run_cli
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")
@@ -99,7 +99,7 @@ def test_retrain_dropout_applies_at_the_boundary_and_on_resume():
 
 def test_per_layer_biases_are_drawn_layer_by_layer(tmp_path):
     from abc_lightning.calibration.lines import calibrate
-    from abc_lightning.callbacks.heatmaps import draw_bias_figures
+    from abc_lightning.calibration.bias import draw_bias_figures
     from abc_lightning.data import data_module_for
 
     diagonal = torch.eye(10)[None].repeat(2, 1, 1)

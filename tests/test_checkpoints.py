@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from abc_lightning import load
-from abc_lightning.checkpoints import CONFIG_KEY, load_checkpoint
+from abc_lightning.runs.checkpoints import CONFIG_KEY, load_checkpoint
 from abc_lightning.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_a_checkpoint_of_version_0_1_is_refused_with_one_line(capsys):
 
 def test_a_checkpoint_naming_a_renamed_module_still_loads_its_config():
     # CyclicIndex lived in abc_lightning.model.positions before it moved to position_index
-    from abc_lightning.checkpoints import CONFIG_KEY, stored_config
+    from abc_lightning.runs.checkpoints import CONFIG_KEY, stored_config
 
     old = {CONFIG_KEY: "model:\n  position_index:\n    class_path: abc_lightning.model.positions.CyclicIndex\n"}
     assert "abc_lightning.model.position_index.CyclicIndex" in stored_config(old)

@@ -69,7 +69,7 @@ def test_a_checkpoint_of_the_task_s_period_is_tested_with_the_config_it_was_trai
     ckpt = next(tmp_path.glob("abs/version_0/checkpoints/last.ckpt"))
     import yaml
 
-    from abc_lightning.checkpoints import load_checkpoint, stored_config
+    from abc_lightning.runs.checkpoints import load_checkpoint, stored_config
 
     stored = yaml.safe_load(stored_config(load_checkpoint(ckpt)))
     assert stored["model"]["position_index"]["init_args"]["period"] == 2
@@ -216,7 +216,7 @@ def test_runs_started_together_never_share_a_version_folder(monkeypatch):
 def test_config_goes_to_each_runs_own_folder_whatever_the_primary_logger(tmp_path):
     from types import SimpleNamespace
 
-    from abc_lightning.run_folders import run_dir
+    from abc_lightning.runs.folders import run_dir
 
     class WandbLogger:  # stands in for W&B as the primary logger (its save_dir is shared)
         save_dir = "runs"
@@ -251,3 +251,11 @@ def test_each_per_task_config_is_its_base_config_with_the_task_flag(config):
     base, task = config.stem.split("_", 1)
     assert resolved("--config", str(config)) == resolved("--config", str(ROOT / "configs" / f"{base}.yaml"),
                                                         f"--data={class_name(task)}", *get_task(task).cell_overrides)
+
+
+@pytest.mark.parametrize("config", PER_TASK, ids=lambda p: p.name)
+def test_each_per_task_config_holds_only_what_differs_from_its_base(config):
+    lines = config.read_text().splitlines()
+    settings = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(lines) <= 15 and settings[0] == f"config: {config.stem.split('_', 1)[0]}.yaml"
+    assert all(":" in ln and not ln.startswith(" ") for ln in settings)  # dotted keys, no copied section

@@ -56,7 +56,7 @@ def test_the_image_records_its_commit_and_the_documented_run_keeps_its_runs():
 def test_run_info_takes_the_baked_commit_outside_a_checkout(monkeypatch, tmp_path):
     import subprocess
 
-    from abc_lightning import provenance
+    from abc_lightning.runs import provenance
 
     monkeypatch.setenv("ABC_LIGHTNING_COMMIT", "0123abc")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 128, "", "no repository"))
@@ -116,7 +116,7 @@ def test_the_image_builds_and_runs_the_debug_fit(tmp_path):
 def test_run_info_takes_the_checkouts_commit_inside_one():
     import subprocess
 
-    from abc_lightning import provenance
+    from abc_lightning.runs import provenance
 
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode:

@@ -10,8 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md"]
-# a path of the repository, in backticks or a link: configs/…, docs/…, results/…, benchmarks/…, …
-PATH = re.compile(r"(?<![\w/.-])((?:configs|docs|results|benchmarks|scripts|abc_lightning|tests|sweeps)/"
+# a path of the repository, in backticks or a link: configs/…, docs/…, results/…, benchmarks/…, studies/…, …
+PATH = re.compile(r"(?<![\w/.-])((?:configs|docs|results|benchmarks|studies|scripts|abc_lightning|tests|sweeps)/"
                   r"[\w./-]*[\w/])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 FLAG = re.compile(r"--(data|model|bias|trainer)\.(\w+)")
@@ -52,9 +52,9 @@ def test_every_anchor_names_a_heading(page):
     assert not missing, f"{page.name} links to anchors that no heading makes: {missing}"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "history.md"], ids=lambda p: str(p.relative_to(ROOT)))
+@_pages()
 def test_every_path_it_names_exists(page):
-    """Paths of this repository (history.md tells of removed ones); a path with a
+    """Paths of this repository; a path with a
     placeholder (``<task>``, ``version_N``, ``*``) is a pattern, not a file."""
     missing = []
     for path in set(PATH.findall(_text(page))):
@@ -71,7 +71,7 @@ def _keys(kind: str) -> set[str]:
     from abc_lightning.callbacks import AttentionBiasCalibration, AttentionWindow
     from abc_lightning.data import ArithmeticDataModule
     from abc_lightning.model.positional import PositionalScheme
-    from abc_lightning.module import ArithmeticTransformer
+    from abc_lightning.training.module import ArithmeticTransformer
 
     if kind == "bias":
         keys = set(inspect.signature(AttentionWindow).parameters) | set(
@@ -106,36 +106,6 @@ def test_readme_results_table_is_the_committed_tables():
     assert made in _text(ROOT / "README.md"), "README's results table differs: python scripts/readme_table.py --write"
 
 
-def _md_tables(text: str) -> list[list[dict]]:
-    """Each Markdown table of ``text`` as a list of rows, each row a dict by column header."""
-    tables, lines = [], text.splitlines()
-    for i in range(len(lines) - 1):
-        if lines[i].startswith("| ") and re.fullmatch(r"\|(---\|)+", lines[i + 1]):
-            head = [c.strip() for c in lines[i].strip("|").split(" | ")]
-            rows = []
-            for line in lines[i + 2:]:
-                if not line.startswith("|"):
-                    break
-                rows.append(dict(zip(head, (c.strip() for c in line.strip("|").split(" | ")))))
-            tables.append(rows)
-    return tables
-
-
-def test_model_docs_geometry_table_is_the_committed_one():
-    """docs/model.md's geometry table is a subset of results/geometry.md's columns, cell for
-    cell, so the copy cannot go stale when the experiment is remade."""
-    committed = {(r["task"], r["config"]): r for r in _md_tables(_text(ROOT / "results" / "geometry.md"))[0]}
-    copy = [t for t in _md_tables(_text(ROOT / "docs" / "model.md")) if t and "paper 60" in t[0]]
-    assert len(copy) == 1 and len(copy[0]) == len(committed), "docs/model.md: one row per geometry cell"
-    for row in copy[0]:
-        source = committed[(row["task"], row["config"])]
-        for column, value in row.items():
-            if column == "train time":  # the committed one adds its note's number
-                assert source[column].split(";")[0] == value, (row["config"], column)
-            else:
-                assert source[column] == value, (row["task"], row["config"], column, value, source[column])
-
-
 def test_readme_stays_a_two_minute_read():
     """At most 1,100 words (as ``wc -w`` counts them) and at most 5 commit hashes outside the
     results table, whose commit column names each row's commit."""
@@ -147,7 +117,8 @@ def test_readme_stays_a_two_minute_read():
 
 
 def test_results_stays_a_curated_folder():
-    """At most 400 committed files under results/ (records, tables, figures; logs are ignored)."""
+    """At most 60 committed files and 3 MB under results/: each table's .md, .json, figure and
+    one compressed bundle of its records; the runs' folders, logs and loose records are ignored."""
     import shutil
     import subprocess
 
@@ -156,5 +127,19 @@ def test_results_stays_a_curated_folder():
     files = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
     assert (ROOT / "results" / "README.md").exists()
-    assert len(files) <= 400, (f"git tracks {len(files)} files under results/; the limit is 400 "
-                               "(pack or drop superseded ones: results/README.md)")
+    size = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())
+    assert len(files) <= 60 and size <= 3_000_000, f"git tracks {len(files)} files, {size:,} bytes under results/"
+    assert not [f for f in files if f.count("/") > 1], "records travel in <table>.records.json.gz, not loose"
+
+
+def test_the_docs_are_reference_of_a_readable_size():
+    """docs/, the README and results/README.md together at most 15,000 words; docs/results.md
+    at most 400 lines, naming no commit but the tables' own; the CHANGELOG at most 200 lines."""
+    pages = [p for p in PAGES]
+    words = {str(p.relative_to(ROOT)): len(_text(p).split()) for p in pages}
+    assert sum(words.values()) <= 15_000, words
+    results = _text(ROOT / "docs" / "results.md")
+    assert len(results.splitlines()) <= 400
+    tables = set(re.findall(r"Commit `([0-9a-f]{7})`", "".join(_text(p) for p in (ROOT / "results").glob("*.md"))))
+    assert tables and set(re.findall(r"`([0-9a-f]{7,40})`", results)) <= tables
+    assert len(_text(ROOT / "CHANGELOG.md").splitlines()) <= 200

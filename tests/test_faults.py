@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from abc_lightning import files
-from abc_lightning.checkpoints import load_checkpoint
+from abc_lightning.runs import files
+from abc_lightning.runs.checkpoints import load_checkpoint
 from abc_lightning.cli import run_cli
 from abc_lightning.errors import ConfigError, InputError
 
@@ -30,7 +30,7 @@ LAST = Path("runs/debug/version_0/checkpoints/last.ckpt")
 
 
 class FailingWrites:
-    """``open`` for :mod:`abc_lightning.files` that lets ``allowed`` writes of ``target``
+    """``open`` for :mod:`abc_lightning.runs.files` that lets ``allowed`` writes of ``target``
     through, then writes half of the next one and raises ``error`` (a disk that fills, or a
     kill that lands mid-save)."""
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from abc_lightning import files
-from abc_lightning.checkpoints import AtomicCheckpointIO, load_checkpoint
+from abc_lightning.runs import files
+from abc_lightning.runs.checkpoints import AtomicCheckpointIO, load_checkpoint
 from abc_lightning.cli import ABCLightningCLI
 
 DEBUG = str(Path(__file__).resolve().parents[1] / "configs" / "debug.yaml")

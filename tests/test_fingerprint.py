@@ -49,18 +49,19 @@ def edited(function, old: str, new: str):
 
 
 def _perturbations():
-    from abc_lightning import data, module
+    from abc_lightning.data import module as data
+    from abc_lightning.training import module
     from abc_lightning.calibration import lines as calibration
     from abc_lightning.scaffolding import windows
-    from abc_lightning.callbacks.replay import ErrorReplay
+    from abc_lightning.training.replay import ErrorReplay
     from abc_lightning.model.position_index import CyclicIndex
-    from abc_lightning.tasks import base
+    from abc_lightning.tasks import base, needs
 
     return {
         # run, what the line decides, (owner, attribute, function, old, new)
         "position index": ("abs_addition", CyclicIndex, "source", CyclicIndex.source,
                            "torch.arange(length - 1, -1, -1, device=device)", "torch.arange(length, 0, -1, device=device)"),
-        "task window (mask)": ("abs_addition", base, "dependency_windows", windows.dependency_windows,
+        "task window (mask)": ("abs_addition", base, "dependency_windows", needs.dependency_windows,
                                "cross[row_of[used], positions[used] - low] = True",
                                "cross[row_of[used], positions[used] - low - 1] = True"),
         "width window (mask)": ("successor_trailing_cross1", windows, "self_window", windows.self_window,

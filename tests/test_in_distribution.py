@@ -1,4 +1,4 @@
-"""benchmarks/in_distribution.py: a tiny trained model checked at the training lengths, and
+"""studies/in_distribution.py: a tiny trained model checked at the training lengths, and
 the summary that sets its wrong answers beside each record's long-length verdict."""
 import json
 from pathlib import Path
@@ -10,7 +10,7 @@ from abc_lightning.tasks import get_task
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "in_distribution.py"
+SCRIPT = ROOT / "studies" / "in_distribution.py"
 DEBUG = str(ROOT / "configs" / "debug.yaml")
 
 

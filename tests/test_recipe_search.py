@@ -1,4 +1,4 @@
-"""benchmarks/recipe.py: each candidate's overrides train what it trained when it was recorded,
+"""studies/recipe.py: each candidate's overrides train what it trained when it was recorded,
 now that configs/abs.yaml holds the recipe (ErrorReplay, encoder attention drop 0.5)."""
 from pathlib import Path
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def recipe():
-    return load_script(ROOT / "benchmarks" / "recipe.py")
+    return load_script(ROOT / "studies" / "recipe.py")
 
 
 def test_the_abs_config_holds_the_chosen_candidate(recipe):

@@ -36,7 +36,7 @@ def test_table_has_the_agreed_columns_and_marks_missing_cells(tmp_path):
     rows[4].update(worst=100.0, worst_families={"all_nines": 100.0, "carry": 100.0}, worst_failures=[])
     assert "- successor / + T=3, 20 digits: carry 50%" in write_table("table1", cells, records, tmp_path)
     saved = json.loads((tmp_path / "table1.json").read_text())
-    assert [c["steps"] for c in saved["cells"]] == [1000]
+    assert [(c["key"], c["steps"], c["accuracy"]["60"]) for c in saved["cells"]] == [("abs_successor", [1000], [100.0])]
 
 
 def test_table_only_rebuilds_from_records_without_training(tmp_path, monkeypatch):
@@ -47,6 +47,14 @@ def test_table_only_rebuilds_from_records_without_training(tmp_path, monkeypatch
         {"rows": [{"length": 60, "accuracy": 100.0}], "train_seconds": 1.0, "steps": 5, "command": "x"}))
     assert reproduce.main(["table1", "--table-only", "--results", str(tmp_path)]) == 0
     assert "| parity | + T=3 | 1 | 1/1 | – | – | – | – | – | 100 |" in Path(tmp_path / "table1.md").read_text()
+    # the records travel in the bundle beside the table: a folder holding only the bundle
+    # (a fresh checkout's results/) unpacks them and skips the finished cell
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "table1.records.json.gz").write_bytes((tmp_path / "table1.records.json.gz").read_bytes())
+    assert reproduce.main(["table1", "--only", "abs_parity", "--results", str(fresh)]) == 0
+    assert json.loads((fresh / "table1" / "abs_parity.json").read_text())["steps"] == 5
+    assert (fresh / "table1.records.json.gz").read_bytes() == (tmp_path / "table1.records.json.gz").read_bytes()
 
 
 def test_overrides_after_double_dash_reach_every_cell(tmp_path, monkeypatch):
@@ -263,8 +271,8 @@ def test_a_table_of_one_commit_says_to_regenerate_it_from_that_commit(tmp_path):
               "commit": "9f4639f", "seed": 0, "threads": "1"}
     text = write_table("table1", [cell], {"abs_parity": record}, tmp_path)
     assert ("Regenerate from a checkout of that commit (`git checkout 9f4639f`) into a folder of its own "
-            "(add `--results <empty folder>`: finished cells are skipped, and a checkout's `results/` holds the "
-            "records it was committed with): "
+            "(add `--results <empty folder>`: finished cells are skipped, and a checkout's "
+            "`results/<table>.records.json.gz` holds the records it was committed with): "
             "`OMP_NUM_THREADS=1 python -m abc_lightning reproduce table1 --seeds 0`") in text
     other = {**record, "commit": "3bd25e6", "seed": 1}
     several = write_table("table1", [cell], {"abs_parity": [record, other]}, tmp_path)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from abc_lightning.cli import ABCLightningCLI, run_cli
-from abc_lightning.module import lr_factor
+from abc_lightning.training.module import lr_factor
 from tests.test_cli import DEBUG, error_line
 
 

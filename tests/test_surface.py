@@ -89,7 +89,7 @@ def test_callbacks_check_the_data_before_the_run_starts(capsys, wandb_offline):
 
 
 def test_a_run_that_fails_before_learning_anything_is_removed(capsys, wandb_offline, monkeypatch):
-    from abc_lightning.callbacks import training
+    from abc_lightning.training import callbacks as training
     from abc_lightning.errors import ConfigError
 
     def fail(self, trainer, pl_module):

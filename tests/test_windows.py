@@ -109,7 +109,7 @@ def test_what_a_token_needs_maps_onto_the_source_in_either_form():
     """(operand, digit) pairs land on their tokens; digit −1 is the token after the operand,
     a digit past its top the token before it, an operand past the last EOS; unused pairs
     and unused answers open nothing, and a token that reads nothing reads EOS."""
-    from abc_lightning.scaffolding.windows import Needs, dependency_windows
+    from abc_lightning.tasks.needs import Needs, dependency_windows
     from abc_lightning.tasks import get_task
 
     task = get_task("addition")

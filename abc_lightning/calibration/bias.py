@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import torch
 
 from abc_lightning.calibration.lines import (Z_DECIMALS, CalibratedLines, DirectionLines, average_lines, calibrate,
                                               extend)
 from abc_lightning.calibration.options import Lines, Options
-from abc_lightning.checkpoints import load_plain
+from abc_lightning.runs.checkpoints import load_plain
 from abc_lightning.errors import CheckpointError
 from abc_lightning.model.attention import BiasSource
+from abc_lightning.plotting import bias_heatmaps
+from abc_lightning.runs import files
 
 #: Calibrated lines per attention kind: one set shared by every layer, or one per layer.
 LinesByKind = dict[str, "CalibratedLines | list[CalibratedLines]"]
@@ -259,3 +262,29 @@ def load_calibrated_bias(path: str | Path, soft: bool = False) -> CalibratedBias
     except (AttributeError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path} is not an ABC bias file (abc/lines.pt): {exc!r}") from None
     return CalibratedBias(lines, soft=soft)
+
+
+def draw_bias_figures(lines_by_kind: dict, dm, out: Path) -> list[Path]:
+    """Per-head heatmaps of calibrated biases at the training size and at 60 digits:
+    ``<kind>_bias.png`` / ``<kind>_bias_60.png``, or ``<kind>_bias_layer<i>…`` per layer."""
+    written = []
+    for kind, entry in lines_by_kind.items():
+        per_layer = isinstance(entry, list)
+        for i, lines in enumerate(entry if per_layer else [entry]):
+            stem = f"{kind}_bias_layer{i}" if per_layer else f"{kind}_bias"
+            for tag, length in (("", None), ("_60", 60)):
+                q, k = _size(dm, kind, length, lines)
+                title = f"ABC {kind} bias{f', layer {i + 1}' if per_layer else ''}, {dm.task.name}, {q}×{k}"
+                fig = bias_heatmaps(extend(lines, q, k), title)
+                files.savefig(fig, out / f"{stem}{tag}.png", dpi=100)
+                plt.close(fig)
+                written.append(out / f"{stem}{tag}.png")
+    return written
+
+
+def _size(dm, kind: str, length: int | None, lines: CalibratedLines) -> tuple[int, int]:
+    if length is None:
+        return lines.m, lines.n
+    ds = dm.length_set(length, 1, salt=0).data
+    q, s = ds.tgt_in.shape[1], ds.src.shape[1]
+    return {"cross": (q, s), "decoder": (q, q), "encoder": (s, s)}[kind]

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Literal
 
 from lightning.pytorch.utilities import rank_zero_only
 
-from abc_lightning import files
-from abc_lightning.calibration.bias import CalibratedBias, calibrate_model, pack_lines, unpack_lines, unread_message
+from abc_lightning.runs import files
+from abc_lightning.calibration.bias import (CalibratedBias, calibrate_model, draw_bias_figures, pack_lines, unpack_lines,
+                                             unread_message)
 from abc_lightning.calibration.options import Extension, Lines, Phases, Retraining, resolve
-from abc_lightning.callbacks.strategy import BiasStrategy
-from abc_lightning.run_folders import run_dir
+from abc_lightning.training.strategy import BiasStrategy
+from abc_lightning.runs.folders import run_dir
 
 PHASES = ("interpolate", "retrain", "done")
 
@@ -151,6 +153,14 @@ class AttentionBiasCalibration(BiasStrategy):
         :class:`~abc_lightning.callbacks.AttentionHeatmaps`), and count them as figures."""
         self._mark += seconds
         self.seconds["figures"] = round(self.seconds["figures"] + seconds, 2)
+
+    def draw(self, datamodule, run_folder: Path) -> list[Path]:
+        """The calibrated biases per head under ``<run>/abc/`` (:func:`draw_bias_figures`), once."""
+        out = run_folder / "abc"
+        if not self.lines or any(out.glob("*_bias*.png")):
+            return []
+        out.mkdir(parents=True, exist_ok=True)
+        return draw_bias_figures(self.lines, datamodule, out)
 
     def _tick(self) -> None:
         now = time.perf_counter()

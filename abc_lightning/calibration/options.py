@@ -29,8 +29,7 @@ retraining ``dropout``/``lr`` of ``keep`` keeps the model's, ``anneal: off`` kee
   bias (its ``retrain_patience`` 30 and ``anneal`` 0.1 apply only under ``budget:
   patience``). ``configs/abc.yaml`` adds what is not the bias's: interpolation at 2e-3 after
   100 warmup steps, and a tenth of the training rows carry-rich.
-  Each option's docstring below says what it does; docs/history.md says why each departure
-  from the paper was needed.
+  Each option's docstring below says what it does and which departure from the paper it is.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every subcommand of LightningCLI works (``fit``, ``validate``, ``test``, ``predict``);
 ``python -m abc_lightning reproduce …`` regenerates the results tables (:mod:`abc_lightning.reproduce`).
 What a mistake prints lives in :mod:`abc_lightning.cli.messages`, the checks a run passes before
-it starts in :mod:`abc_lightning.cli.preflight`, run folders in :mod:`abc_lightning.run_folders`, and :func:`run_cli` turns every mistake or fault into
+it starts in :mod:`abc_lightning.cli.preflight`, run folders in :mod:`abc_lightning.runs.folders`, and :func:`run_cli` turns every mistake or fault into
 one line and an exit status (:mod:`abc_lightning.cli.faults`).
 """
 
@@ -16,18 +16,18 @@ import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from abc_lightning.callbacks import AccuracyTable, BiasStrategy, RunInfo
-from abc_lightning.callbacks.training import LineProgress, PredictionWriter, RunConfig
+from abc_lightning.training import AccuracyTable, BiasStrategy, RunInfo
+from abc_lightning.training.callbacks import LineProgress, PredictionWriter, RunConfig
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning.cli import preflight
 from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
 from abc_lightning.errors import CheckpointError, ConfigError
 from abc_lightning.cli.faults import report, user_error
 from abc_lightning.cli.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
-from abc_lightning.run_folders import CLAIMED, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
-from abc_lightning.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
+from abc_lightning.runs.folders import CLAIMED, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
+from abc_lightning.runs.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
-from abc_lightning.module import ArithmeticTransformer
+from abc_lightning.training.module import ArithmeticTransformer
 from abc_lightning.cli.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
@@ -93,12 +93,14 @@ class ABCLightningCLI(LightningCLI):
             raise ConfigError(f"trainer: {str(exc).strip().splitlines()[0]}") from None
 
     def _instantiate_trainer(self, config: dict, callbacks: list) -> "Trainer":  # noqa: F821
-        # an empty ``bias`` slot (no strategy) is None among the extra callbacks
+        # private hook, the one place the extra callbacks arrive: an empty ``bias`` slot is None
+        # among them, and a plugins default given as trainer_defaults would be saved in every config
         if not config.get("plugins"):  # checkpoints written whole or not at all
             config = {**config, "plugins": [AtomicCheckpointIO()]}
         return super()._instantiate_trainer(config, [c for c in callbacks if c is not None])
 
     def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
+        # private hook: a subcommand's own arguments (verbose) are added after every public hook ran
         parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
         if subcommand in ("validate", "test"):
             parser.set_defaults(verbose=False)  # AccuracyTable prints the one table
@@ -110,6 +112,7 @@ class ABCLightningCLI(LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def _set_seed(self) -> None:
+        # private hook: LightningCLI seeds before before_instantiate_classes, so the range check is here
         config = self.stage_config
         seed = config.get("seed_everything")
         if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**32:
@@ -195,7 +198,7 @@ class ABCLightningCLI(LightningCLI):
         return [argv[0], "--config", text, *argv[1:]]
 
     def _parse_ckpt_path(self) -> None:
-        # LightningCLI merges the checkpoint's hyperparameters into the model config here,
+        # private hook, because LightningCLI merges the checkpoint's hyperparameters into the model config here,
         # over what the user gave; compare the two first and refuse a run that mixes them.
         subcommand = self.config.get("subcommand")
         if subcommand == "fit" and self.config.fit.get("ckpt_path") == "last":
@@ -230,7 +233,7 @@ class ABCLightningCLI(LightningCLI):
             check_compatible(ckpt["state_dict"], self.model.state_dict())
 
     def _claim_version(self) -> None:
-        """This run's own folder, claimed now (:func:`abc_lightning.run_folders.claim_run_folder`)."""
+        """This run's own folder, claimed now (:func:`abc_lightning.runs.folders.claim_run_folder`)."""
         claim_run_folder(self.trainer, self.stage_config.get("ckpt_path"),
                          lambda: self._user_ckpt("fit").get("global_step", 0), self.subcommand or "fit")
 

@@ -1,6 +1,5 @@
-"""The command line built without running it: for a model to look at or use (the API's
-``load``: :class:`Unseeded`), and for checking a command before anything runs (sweeps check
-every combination: :func:`check_args`, on :class:`ParseOnly` or :class:`BuildOnly`)."""
+"""The command line built without running it, for checking a command before anything runs
+(sweeps check every combination: :func:`check_args`, on :class:`ParseOnly` or :class:`BuildOnly`)."""
 
 from __future__ import annotations
 
@@ -11,10 +10,9 @@ from abc_lightning.cli.faults import user_error
 
 
 class Unseeded(ABCLightningCLI):
-    """The CLI without seeding: building a model to look at or use leaves the caller's
-    random state alone (the API's ``load``, argument checks)."""
+    """The CLI without seeding: checking a command leaves the caller's random state alone."""
 
-    def _set_seed(self) -> None:
+    def _set_seed(self) -> None:  # private hook: seeding is the step this class leaves out
         pass
 
 
@@ -24,10 +22,10 @@ class ParseOnly(Unseeded):
     def instantiate_classes(self) -> None:
         pass
 
-    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:
+    def _add_configure_optimizers_method_to_model(self, subcommand) -> None:  # private: no public switch
         pass
 
-    def _run_subcommand(self, subcommand) -> None:
+    def _run_subcommand(self, subcommand) -> None:  # private: run=False would still instantiate
         pass
 
 

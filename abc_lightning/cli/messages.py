@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from abc_lightning.callbacks import BiasStrategy
+from abc_lightning.training import BiasStrategy
 from abc_lightning.data import ArithmeticDataModule, data_module_names
 from abc_lightning.errors import ConfigError
 

@@ -93,7 +93,7 @@ def add_beside(trainer, mode: str, project: str):
     logs to W&B; its run is the run."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    from abc_lightning.run_folders import launched_as_rank_zero
+    from abc_lightning.runs.folders import launched_as_rank_zero
 
     loggers = trainer.loggers
     if not loggers or not isinstance(loggers[0], (CSVLogger, TensorBoardLogger)) or not launched_as_rank_zero():

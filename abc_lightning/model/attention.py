@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 import torch
@@ -120,6 +121,23 @@ class Rotates(Protocol):
     """A positional scheme that rotates queries and keys (RoPE-like)."""
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor: ...
+
+
+@lru_cache(maxsize=64)
+def _causal(n: int, device: torch.device) -> torch.Tensor:
+    return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
+
+
+def causal_mask(n: int, device: torch.device, rows: slice | None = None, keys: slice | None = None) -> torch.Tensor:
+    """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above (only the
+    query rows ``rows`` and key columns ``keys``, when given: those are built for the call,
+    not kept)."""
+    if rows is None and keys is None:
+        return _causal(n, device)
+    start, stop, _ = (rows or slice(0, n)).indices(n)
+    i = torch.arange(start, stop, device=device)[:, None]
+    j = torch.arange(*(keys or slice(0, n)).indices(n), device=device)[None, :]
+    return torch.zeros(stop - start, j.shape[1], device=device).masked_fill(j > i, float("-inf"))[None]
 
 
 def sum_biases(*biases: torch.Tensor | None) -> torch.Tensor | None:

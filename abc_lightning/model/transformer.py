@@ -20,7 +20,7 @@ is an :class:`~.attention.AttentionMap` with ``scores`` and ``weights`` of shape
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import torch
 from torch import nn
@@ -29,7 +29,7 @@ from abc_lightning import vocab
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import decoding
 from abc_lightning.model.attention import (KINDS, AttentionMap, Band, BiasSource, Gathered, MultiHeadAttention,
-                                          gathered_of, sum_biases)
+                                          causal_mask, gathered_of, sum_biases)
 from abc_lightning.model.decoding import StepKeys
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
 from abc_lightning.model.position_index import LinearIndex, PositionIndex
@@ -43,23 +43,6 @@ class Seq2SeqOutput:
 
     logits: torch.Tensor
     attention: dict[str, list[AttentionMap]] = field(default_factory=dict)
-
-
-@lru_cache(maxsize=64)
-def _causal(n: int, device: torch.device) -> torch.Tensor:
-    return torch.full((n, n), float("-inf"), device=device).triu(1)[None]
-
-
-def causal_mask(n: int, device: torch.device, rows: slice | None = None, keys: slice | None = None) -> torch.Tensor:
-    """``(1, n, n)`` additive mask: 0 on and below the diagonal, -inf above (only the
-    query rows ``rows`` and key columns ``keys``, when given: those are built for the call,
-    not kept)."""
-    if rows is None and keys is None:
-        return _causal(n, device)
-    start, stop, _ = (rows or slice(0, n)).indices(n)
-    i = torch.arange(start, stop, device=device)[:, None]
-    j = torch.arange(*(keys or slice(0, n)).indices(n), device=device)[None, :]
-    return torch.zeros(stop - start, j.shape[1], device=device).masked_fill(j > i, float("-inf"))[None]
 
 
 class FeedForward(nn.Sequential):

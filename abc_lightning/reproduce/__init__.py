@@ -3,8 +3,10 @@
 For every cell it runs ``fit`` and then ``test`` (on the best checkpoint) in a fresh
 process, times both, and writes ``results/<table>.md`` and ``results/<table>.json``: our
 accuracy beside the paper's, the training time and the exact command of each cell.
-Finished cells are kept under ``results/<table>/`` and skipped on the next call, so an
-interrupted reproduction resumes; ``--force`` retrains.
+Each finished cell leaves a record under ``results/<table>/`` (with its log and run folder,
+outside the tracked tree) and is skipped on the next call, so an interrupted reproduction
+resumes; ``--force`` retrains. The records a table is made from are packed beside it in
+``results/<table>.records.json.gz``, and unpacked from there first.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ import threading
 import time
 from pathlib import Path
 
-from abc_lightning import files
+from abc_lightning.runs import files
 from abc_lightning.markdown import duration
 # the cell matrix and the table writer, also reachable from here (``reproduce.all_cells`` …)
 from abc_lightning.reproduce.cells import (CURVE_LENGTHS, CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LONG_LENGTHS,  # noqa: F401
                                  LONG_SAMPLES, SHAPE_SAMPLES, TABLES, Cell, all_cells, beyond_cells, geometry_cells,
                                  table1_cells, table3_cells)
 from abc_lightning.errors import OneLineParser
-from abc_lightning.provenance import short_commit
+from abc_lightning.runs.provenance import short_commit
+from abc_lightning.reproduce.records import pack, unpack_missing
 from abc_lightning.reproduce.runner import in_parallel, run_logged
 from abc_lightning.reproduce.tables import fmt, regenerate_commands, write_table  # noqa: F401
 
@@ -209,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"abc_lightning: error: --only {' '.join(unknown) or '(nothing)'}: no such cell in "
                        f"{args.table}; its cells are {known}\n")
 
+    try:
+        unpacked = unpack_missing(out, args.table)
+    except (OSError, ValueError) as exc:
+        parser.exit(2, f"abc_lightning: error: {exc}\n")
+    if unpacked:
+        say(f"[reproduce] {args.table}: {unpacked} finished record(s) unpacked from {out}/{args.table}.records.json.gz")
+
     def cell_dir(cell: Cell) -> Path:
         folder = out / (cell.home or args.table)
         folder.mkdir(parents=True, exist_ok=True)
@@ -255,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return None
 
     if queue:
-        from abc_lightning.provenance import cpu  # imports torch: only when there is something to run
+        from abc_lightning.runs.provenance import cpu  # imports torch: only when there is something to run
 
         RUN_INFO.update(cpu=cpu())
         say(f"[reproduce] {args.table}: {len(queue)} run(s) to do, {max(1, args.jobs)} at a time")
@@ -263,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
     records: dict[str, list[dict]] = {}
+    paths: list[Path] = []
     for cell in cells:  # every seed on disk, whether or not this call ran it
         for path in [cell_dir(cell) / f"{cell.key}.json", *sorted(cell_dir(cell).glob(f"{cell.key}.seed*.json"))]:
             if not path.exists():
                 continue
+            paths.append(path)
             record = json.loads(path.read_text())
             if not record.get("commit") and previous.get("commit"):
                 # a record from before records kept their commit takes the table's, once, for good
@@ -274,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                 files.write_text(path, json.dumps(record, indent=2))
             records.setdefault(cell.key, []).append(record)
     print(write_table(args.table, cells, records, out))
+    if paths:
+        print(f"records packed into {pack(out, args.table, paths)}")
     curves: dict[str, dict[str, list[dict]]] = {}
     for cell in cells:  # the figure draws seed 0 (or the lowest seed run)
         recs = sorted(records.get(cell.key, []), key=lambda r: r.get("seed", 0))

@@ -38,7 +38,8 @@ from queue import Queue
 
 import yaml
 
-from abc_lightning import files, markdown
+from abc_lightning import markdown
+from abc_lightning.runs import files
 from abc_lightning.errors import ConfigError, OneLineParser
 from abc_lightning.reproduce.runner import in_parallel, run_logged
 

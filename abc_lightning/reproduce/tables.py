@@ -10,7 +10,8 @@ import platform
 import statistics
 from pathlib import Path
 
-from abc_lightning import files, markdown
+from abc_lightning import markdown
+from abc_lightning.runs import files
 from abc_lightning.reproduce.cells import (CURVE_SAMPLES, HUGE_LENGTHS, HUGE_SAMPLES, LENGTHS, LONG_LENGTHS, LONG_SAMPLES,
                                  SHAPE_SAMPLES, WORST_LENGTHS, Cell)
 
@@ -78,7 +79,7 @@ def fmt(x) -> str:
 def worst_failure_line(cell: Cell, row: dict, lengths: list[int] | None = None) -> str:
     """``- successor / ABC, 60 digits: all_nines 0% (`99…9` gave `0`), …`` for one length, or
     for several (``lengths``) whose families fail alike; the examples are ``row``'s."""
-    from abc_lightning.callbacks.training import short
+    from abc_lightning.training.callbacks import short
 
     examples = {f["family"]: f for f in row.get("worst_failures", [])}
     parts = []
@@ -215,7 +216,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"with {os.cpu_count()} CPU cores ({how}{kernels}). Seeds: {', '.join(map(str, seeds)) or 'none'}; "
             f"seed S sets both the model/shuffle seed and the permutation Π (`--seed_everything=S "
             f"--data.seed=S`).{took} Regenerate{checkout} into a folder of its own (add `--results <empty folder>`: "
-            f"finished cells are skipped, and a checkout's `results/` holds the records it was committed with): "
+            f"finished cells are skipped, and a checkout's `results/<table>.records.json.gz` holds the records it was committed with): "
             f"{regenerate}. With several seeds a cell shows *median / min* over them. "
             f"Lengths up to 60 use min(10^L − 10^(L−1), test_samples) samples (10 000 in the configs); "
             f"{', '.join(map(str, LONG_LENGTHS))} digits use {LONG_SAMPLES}"
@@ -231,7 +232,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             f"Families that fail are listed under the table.\n\n")
     columns = ["task", "config", "seeds", "≥ 99 at 60", "1-5", *map(str, LENGTHS),
                *(f"worst {n}" for n in WORST_LENGTHS), "paper 60", "train time", "command"]
-    lines, failures, notes = [], [], {}
+    lines, failures, notes, cells_json = [], [], {}, []
     for cell in cells:
         recs = sorted(by_key.get(cell.key, []), key=lambda r: r.get("seed", 0))
         if not recs:
@@ -240,6 +241,15 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             continue
         acc = [{r["length"]: r["accuracy"] for r in rec["rows"]} for rec in recs]
         worst = [{r["length"]: r.get("worst") for r in rec["rows"]} for rec in recs]
+        cells_json.append({"task": cell.task, "config": cell.label, "key": cell.key,
+                           "seeds": [r.get("seed", 0) for r in recs],
+                           "accuracy": {str(n): [a.get(n) for a in acc] for n in LENGTHS if any(n in a for a in acc)},
+                           "worst": {str(n): [w.get(n) for w in worst] for n in WORST_LENGTHS
+                                     if any(w.get(n) is not None for w in worst)},
+                           "short_inputs": [short_inputs(r) for r in recs],
+                           "train_seconds": [r["train_seconds"] for r in recs], "steps": [r["steps"] for r in recs],
+                           "commits": sorted({r.get("commit") or "unknown" for r in recs}),
+                           "command": recs[0]["command"]})
         cols = [*(spread_of([a.get(n) for a in acc]) for n in LENGTHS),
                 *(spread_of([w.get(n) for w in worst]) for n in WORST_LENGTHS)]
         at60 = [a.get(60) for a in acc]
@@ -277,6 +287,8 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
     if failures:
         text += "\nWorst-case families below 100% (first wrong answer of each):\n\n" + "\n".join(failures) + "\n"
     files.write_text(out / f"{table}.md", text)
+    # the table's figures per cell and seed; each run's whole record is in <table>.records.json.gz
     files.write_text(out / f"{table}.json", json.dumps({"commit": next(iter(commits)) if len(commits) == 1 else None,
-                                                    "commits": commits, "date": date, "cells": every}, indent=2))
+                                                    "commits": commits, "date": date, "cells": cells_json,
+                                                    "records": f"{table}.records.json.gz"}, indent=1))
     return text

@@ -2,7 +2,7 @@
 
 - :mod:`~abc_lightning.scaffolding.windows`: the window masks as a bias source
   (:class:`WindowBias`), built from what each answer token of a task needs
-  (:class:`Needs`, ``Task.needs``) or from widths w along the digits;
+  (:class:`~abc_lightning.tasks.needs.Needs`, ``Task.needs``) or from widths w along the digits;
 - cyclic position indexing, :class:`~abc_lightning.model.position_index.CyclicIndex`
   (``--model.position_index=CyclicIndex``), which lives beside the other position indices;
 - :mod:`~abc_lightning.scaffolding.callback`: :class:`AttentionWindow`, the bias strategy
@@ -11,6 +11,7 @@
 
 from abc_lightning.model.position_index import CyclicIndex
 from abc_lightning.scaffolding.callback import AttentionWindow
-from abc_lightning.scaffolding.windows import Needs, WindowBias, cross_window, self_window
+from abc_lightning.scaffolding.windows import WindowBias, cross_window, self_window
+from abc_lightning.tasks.needs import Needs
 
 __all__ = ["AttentionWindow", "CyclicIndex", "Needs", "WindowBias", "cross_window", "self_window"]

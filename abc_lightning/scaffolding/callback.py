@@ -8,7 +8,7 @@ from typing import Literal
 import lightning as L
 
 from abc_lightning.scaffolding.windows import Geometry, WindowBias
-from abc_lightning.callbacks.strategy import BiasStrategy
+from abc_lightning.training.strategy import BiasStrategy
 from abc_lightning.errors import ConfigError
 
 

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import torch
 
-from abc_lightning.scaffolding.windows import Needs
+from abc_lightning.tasks.needs import Needs
 from abc_lightning.errors import ConfigError
 from abc_lightning.tasks.base import Task, cycle, digits_text, spread
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from abc_lightning import vocab
-from abc_lightning.scaffolding.windows import Needs, dependency_spans, dependency_windows
+from abc_lightning.tasks.needs import Needs, dependency_spans, dependency_windows
 from abc_lightning.errors import ConfigError, InputError
 
 #: The training pool is the integers in [0, 2^20], as in the papers.
@@ -155,8 +155,7 @@ class Task(ABC):
         most pool numbers have 6 digits in an 8-cell frame, so in training the two answer
         digits before EOS are almost always 0. With one spare cell, a test answer whose top
         digit is a carry-out put a non-zero digit where training never had one, and ABC
-        models wrote a digit too many or stopped one early (docs/history.md, "ABC on the
-        worst-case sets").
+        models wrote a digit too many or stopped one early.
         """
         return self.symbols(length) + SPARE_CELLS
 
@@ -237,7 +236,7 @@ class Task(ABC):
         return ((n_keys - 2 - (self.arity - 1)) // self.arity,) * self.arity
 
     def needs(self, steps: torch.Tensor, widths: tuple[int, ...], aligned: bool) -> Needs:
-        """What answer tokens ``steps`` depend on (:class:`~abc_lightning.scaffolding.windows.Needs`),
+        """What answer tokens ``steps`` depend on (:class:`~abc_lightning.tasks.needs.Needs`),
         from which ABS builds this task's windows at any size.
 
         By default, the task's widths: token t reads digits t − ``cross_width`` … t of every

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from abc_lightning.scaffolding.windows import Needs
+from abc_lightning.tasks.needs import Needs
 from abc_lightning.tasks.base import Task, add_columns, cycle, digits_text, pad_left, sample_decimal, to_digits
 
 

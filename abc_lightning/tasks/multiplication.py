@@ -7,7 +7,7 @@ import re
 import numpy as np
 import torch
 
-from abc_lightning.scaffolding.windows import Needs
+from abc_lightning.tasks.needs import Needs
 from abc_lightning.errors import ConfigError
 from abc_lightning.tasks.base import SPARE_CELLS, Task, digits_text, pad_left, sample_decimal, spread
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from abc_lightning import vocab
-from abc_lightning.scaffolding.windows import Needs
+from abc_lightning.tasks.needs import Needs
 from abc_lightning.tasks.base import Task, cycle, digits_text, spread
 from abc_lightning.tasks.subtraction import subtract_columns
 
