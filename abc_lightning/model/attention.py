@@ -189,6 +189,17 @@ def attend_banded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, band: Band)
     return out
 
 
+def keys_at(x: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
+    """Keys or values ``(b, h, s, d)`` at the given key positions."""
+    return x[:, :, keys] if isinstance(keys, slice) else x.index_select(2, keys.to(x.device))
+
+
+def source_keys_at(x: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
+    """Source-major keys or values ``(s, b, h, d)`` at the given key positions, as ``(b, h, n, d)``."""
+    x = x[keys] if isinstance(keys, slice) else x.index_select(0, keys.to(x.device))
+    return x.permute(1, 2, 0, 3)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention over ``x_q (b q d_model)`` and ``x_kv (b k d_model)``."""
 
@@ -212,6 +223,12 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:
             k = rotary.rotate(k, k_pos)
         return k, self.split(self.v_proj(x_kv))
+
+    def source_major_keys_values(self, x_kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unrotated keys and values of a source-major ``x_kv (k b d_model)``, as ``(k b h d)``:
+        the few keys a cached decoding step reads are then one contiguous block."""
+        n, b, _ = x_kv.shape
+        return self.k_proj(x_kv).view(n, b, self.heads, -1), self.v_proj(x_kv).view(n, b, self.heads, -1)
 
     def attend_to(
         self, x_q: torch.Tensor, q_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

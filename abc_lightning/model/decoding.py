@@ -4,22 +4,17 @@ Evaluation is exact match of greedy decoding over the whole output, so this is t
 path of ``test``, ``predict`` and ABC's calibration. Three things keep it linear in the
 length under an ABS window or an ABC bias:
 
-- **KV cache.** Each step runs only the newest position against cached keys and values.
-  Biases are built once for all steps; row ``t`` is used at step ``t``, which gives exactly
-  the tokens of full recomputation (``use_cache=False``).
+- **KV cache.** Each step runs only the newest position against cached keys and values,
+  with row ``t`` of biases built once: the tokens of full recomputation (``use_cache=False``).
 - **Read and kept keys** (``skip_closed``). Step ``t`` reads only the keys its bias rows
-  leave open: the memory keys of its cross-attention row, and of the self-attention keys in
-  the cache, those its row opens (a window's w + 1; a task's dependency window reads the
-  same few keys however far back the row above sits). A key stays in the cache only while
-  some later row opens it: a window keeps w + 1 keys, a calibrated line that keeps the
-  first steps open in every row (ABC on parity) keeps those few keys plus the window, not
-  the whole past. The cache is a buffer of slots sized for the most keys ever kept at once,
-  so a step writes one slot and reads its open ones, whatever the cache holds. A long
-  answer's biases are built a block of rows at a time, and under windows each block only
-  over the keys its rows may open (``BiasSource.open_keys``), so building them does not grow
-  with the answer either; such a block's cross-attention keys and values are made for the
-  source tokens it may read, not for the whole memory. Under an open bias (ALiBi, T5, none)
-  nothing is dropped and every key is read.
+  leave open: the memory keys of its cross-attention row (kept source-major, so that they
+  are one block), and the cached self-attention keys its row opens (a window's w + 1; a
+  task's dependency window reads the same few keys however far back the row above sits).
+  A key stays in the cache only while some later row opens it; the cache is a buffer of
+  slots sized for the most keys ever kept at once. A long answer's biases are built a block
+  of rows at a time, and under windows each block only over the keys its rows may open
+  (``BiasSource.open_keys``), with its cross-attention keys and values made for the source
+  tokens it may read. Under an open bias (ALiBi, T5, none) every key is read.
 - **Banded encoder.** An encoder whose bias is a narrow band (ABS ``encoder_width``) reads
   only that band (:func:`band_of`, :func:`~.attention.attend_banded`), and long inputs are
   encoded in chunks of about :data:`ENCODE_TOKENS` tokens.
@@ -41,6 +36,7 @@ from abc_lightning.model.attention import Band
 ENCODE_TOKENS = 16384  # source tokens per encoder pass
 DENSE_CELLS = 1 << 24  # a bias with more cells than this is built a block of rows at a time
 BLOCK_ROWS = 256  # query rows per block
+SOURCE_MAJOR = True  # cross-attention keys kept (s, b, h, d); the same values as (b, h, s, d), read faster
 
 
 class StepKeys(NamedTuple):
@@ -313,9 +309,13 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
             # read (a window's few, not a whole long input's) or for all of them; steps read
             # them by their place from the first
             cross_span, memory_span = source, memory if source is None else memory[:, source]
+            # source-major (s, b, h, d) unless a rotation needs (b, h, s, d): a step reads its keys as one block
+            by_source = memory_span.transpose(0, 1).contiguous() if SOURCE_MAJOR and cross_rotary is None else None
             for layer, cache in zip(model.decoder, caches):
-                cache["ck"], cache["cv"] = layer.cross_attn.keys_values(
-                    memory_span, s_pos if source is None else s_pos[source], cross_rotary)
+                cache["source_major"] = by_source is not None
+                cache["ck"], cache["cv"] = (layer.cross_attn.source_major_keys_values(by_source) if by_source is not None
+                                            else layer.cross_attn.keys_values(
+                                                memory_span, s_pos if source is None else s_pos[source], cross_rotary))
         for t in range(rows.start, rows.stop):
             x = model.embed(out[:, -1:], t_pos[t : t + 1])
             this_step = []  # per plan, once: the slots written and read, and the keys they hold

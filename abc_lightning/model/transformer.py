@@ -29,7 +29,8 @@ from abc_lightning import vocab
 from abc_lightning.errors import ConfigError
 from abc_lightning.model import decoding
 from abc_lightning.model.attention import (KINDS, AttentionMap, Band, BiasSource, Gathered, MultiHeadAttention,
-                                          causal_mask, gathered_of, sum_biases)
+                                          causal_mask, gathered_of, keys_at,
+                                          source_keys_at, sum_biases)
 from abc_lightning.model.decoding import StepKeys
 from abc_lightning.model.positional import PositionalScheme, Sinusoidal
 from abc_lightning.model.position_index import LinearIndex, PositionIndex
@@ -120,19 +121,15 @@ class DecoderLayer(nn.Module):
                 b, heads, _, d = k.shape
                 cache["k"], cache["v"] = k.new_zeros(b, heads, step.slots, d), v.new_zeros(b, heads, step.slots, d)
             cache["k"][:, :, step.write], cache["v"][:, :, step.write] = k[:, :, 0], v[:, :, 0]
-            k, v = _keys(cache["k"], step.read), _keys(cache["v"], step.read)
-            ck, cv = _keys(cache["ck"], step.cross), _keys(cache["cv"], step.cross)
+            k, v = keys_at(cache["k"], step.read), keys_at(cache["v"], step.read)
+            read = source_keys_at if cache.get("source_major") else keys_at
+            ck, cv = read(cache["ck"], step.cross), read(cache["cv"], step.cross)
         h, self_map = self.self_attn.attend_to(h, t_pos, k, v, self_bias, rotary, need_map, gathered[0])
         x = x + h
         h, cross_map = self.cross_attn.attend_to(self.norm2(x), t_pos, ck, cv, cross_bias, cross_rotary, need_map,
                                                  gathered[1])
         x = x + h
         return x + self.drop(self.ff(self.norm3(x))), self_map, cross_map
-
-
-def _keys(x: torch.Tensor, keys: slice | torch.Tensor) -> torch.Tensor:
-    """Keys or values ``(b, h, s, d)`` at the given key positions."""
-    return x[:, :, keys] if isinstance(keys, slice) else x.index_select(2, keys.to(x.device))
 
 
 class Seq2SeqTransformer(nn.Module):
