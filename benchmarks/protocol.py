@@ -1,6 +1,7 @@
 """A cell's whole test protocol against the bound its FLOPs set, and where its time goes.
 
     OMP_NUM_THREADS=1 python benchmarks/protocol.py [--cells abs_addition …] [--out results/bench_protocol]
+    python benchmarks/protocol.py --merge a.json b.json --out results/bench_protocol   # runs made apart
 
 For each cell, the tests ``reproduce`` gives it (the config's lengths and samples; the 1-60
 curve; 599-601 digits, 10,000 for the encoder-window cells; a task's other shapes; the
@@ -230,11 +231,30 @@ def markdown_report(meta: dict, cells: list[dict], rows: list[dict]) -> str:
         *markdown.table(long, by_stage), ""])
 
 
+def merge(paths: list[Path], out: str) -> None:
+    """One report from the JSON of several runs (each of its own cells, on one machine and commit)."""
+    from abc_lightning.runs import files
+
+    runs = [json.loads(p.read_text()) for p in paths]
+    meta = {k: runs[0][k] for k in ("machine", "commit", "matmul_gflops", "startup_seconds")}
+    meta["command"] = "; ".join(r["command"] for r in runs) + " (at once, one thread each), then --merge"
+    for key in ("machine", "commit"):
+        if len({r[key] for r in runs}) > 1:
+            raise SystemExit(f"protocol: the runs differ in {key}: {sorted({r[key] for r in runs})}")
+    cells, rows = [c for r in runs for c in r["cells"]], [row for r in runs for row in r["rows"]]
+    files.write_text(f"{out}.json", json.dumps({**meta, "cells": cells, "rows": rows}, indent=1))
+    files.write_text(f"{out}.md", markdown_report(meta, cells, rows))
+    print(markdown_report(meta, cells, rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", nargs="+", default=DEFAULT_CELLS)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench_protocol"))
+    parser.add_argument("--merge", nargs="+", default=None, help="the .json of runs made apart, into one table")
     args = parser.parse_args()
+    if args.merge:
+        return merge([Path(p) for p in args.merge], args.out)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     os.chdir(ROOT)
     from abc_lightning.reproduce import all_cells
