@@ -239,11 +239,25 @@ def test_a_resume_past_the_budget_is_refused_and_says_how_to_extend_it(capsys):
     (b"just a sentence", "holds a YAML str, not a mapping of settings"),
     (b"model: [1, 2", "is not valid YAML"),
     (b"", "is empty; a config is a YAML mapping of settings"),
+    (b"model:\n  lr: 0.1\nmodel:\n  lr: 0.2\n", "is not valid YAML at line 3: the key 'model' appears twice"),
+    (b"a: &a [1, 1]\nb: &b [*a, *a]\nc: &c [*b, *b]\n" + b"".join(b"x%d: [*c, *c, *c]\n" % i for i in range(22)),
+     "uses 70 YAML aliases (*name); a config uses at most 64"),
 ])
 def test_a_config_that_is_not_yaml_settings_is_one_line(capsys, content, says):
     Path("bad.yaml").write_bytes(content)
     assert run_cli(["fit", "--config", "bad.yaml"]) == 2
     assert f"config: bad.yaml {says}" in one_error_line(capsys)
+
+
+def test_a_config_that_is_a_pipe_or_huge_is_refused_before_it_is_read(capsys):
+    import os
+
+    os.mkfifo("pipe.yaml")  # reading it would block for good
+    assert run_cli(["fit", "--config", "pipe.yaml"]) == 2
+    assert "config: pipe.yaml is not a regular file (a pipe or a device)" in one_error_line(capsys)
+    Path("big.yaml").write_bytes(b"# " + b"x" * (2 << 20) + b"\nmodel: {}\n")
+    assert run_cli(["fit", "--config", "big.yaml"]) == 2
+    assert "a config is at most 1,048,576" in one_error_line(capsys)
 
 
 @pytest.mark.slow

@@ -102,6 +102,20 @@ def test_huge_predict_inputs_are_refused(digits):
         data_module_for("addition").parse("9" * digits + "+1")
 
 
+@pytest.mark.parametrize("task,text", [("addition", "9" * 10_000 + "+1"), ("successor", "9" * 10_000),
+                                       ("parity", "1" * 33_220), ("multiplication", "9" * 200 + "*" + "9" * 200)])
+def test_the_longest_input_each_task_evaluates_is_taken(task, text):
+    """10,000 digits an operand (the project's limit; parity's bits of a 10,000-digit number),
+    and N×M's 200: taken, one more refused."""
+    dm = data_module_for(task)
+    assert dm.parse(text)["src"].shape[0] == 1
+    longer = text.replace("9", "99", 1) if "9" in text else "1" + text
+    if task == "parity":
+        longer = "1" * 40_000
+    with pytest.raises(InputError, match="longer than"):
+        dm.parse(longer)
+
+
 @pytest.mark.slow
 @settings(max_examples=15, **SETTINGS)
 @given(text=malformed(r"\d+"))

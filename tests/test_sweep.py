@@ -103,6 +103,19 @@ def test_bad_sweep_files_get_one_line(tmp_path, capsys):
     assert sweep.main([str(tmp_path / "missing.yaml")]) == 2
 
 
+@pytest.mark.parametrize("parameter,message", [
+    ("{values: []}", "a sweep over an empty list runs nothing"),
+    ("{values: 3}", "give a list of at least one value"),
+    ("{min: 5, max: 1}", "min 5 above max 1"),
+    ("{min: 1}", "has min but no max"),
+])
+def test_a_grid_that_would_run_nothing_or_a_range_upside_down_is_refused(tmp_path, capsys, parameter, message):
+    (tmp_path / "empty.yaml").write_text(f"method: random\nrun_cap: 2\nparameters: {{model.lr: {parameter}}}\n")
+    assert sweep.main([str(tmp_path / "empty.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
 def test_a_misspelt_parameter_name_fails_the_parse_check():
     spec = sweep.load(ROOT / "sweeps" / "abs_grid.yaml")
     spec["parameters"] = {"bias.self_widht": {"values": [1]}}  # sic

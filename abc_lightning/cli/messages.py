@@ -144,6 +144,38 @@ def typed_problem(message: str, key: str | None, class_path: str | None) -> str 
     return f"{key}{where}: expected {expected}, got {value.group(1).strip()!r}"
 
 
+CONFIG_BYTES = 1 << 20  # a config file's largest size
+CONFIG_ALIASES = 64  # and the most YAML aliases it uses
+
+
+def _unique_mapping(loader, node, deep: bool = False):
+    """A YAML mapping whose keys are all different (PyYAML would keep the last of two)."""
+    import yaml
+
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: PyYAML's own error follows
+            continue
+        if repeated:
+            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} appears twice",
+                                                    key_node.start_mark)
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+def _unique_key_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+    return Loader
+
+
 def check_config_file(value: str) -> None:
     """A ``--config`` file must be UTF-8 YAML holding a mapping of settings (a checkpoint or
     any other file gets one line, not a decoding traceback or the file's contents)."""
@@ -154,9 +186,18 @@ def check_config_file(value: str) -> None:
         return  # YAML text itself, or a missing file (the parser's own message names it)
     if path.is_dir():
         raise ConfigError(f"config: {path} is a folder; name a YAML file, e.g. configs/abs_parity.yaml")
+    if not path.is_file():
+        raise ConfigError(f"config: {path} is not a regular file (a pipe or a device); name a YAML file")
+    if path.stat().st_size > CONFIG_BYTES:
+        raise ConfigError(f"config: {path} is {path.stat().st_size:,} bytes; a config is at most {CONFIG_BYTES:,}")
     hint = "; a checkpoint goes to --ckpt_path" if path.suffix == ".ckpt" else ""
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        aliases = sum(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader))
+        if aliases > CONFIG_ALIASES:
+            raise ConfigError(f"config: {path} uses {aliases} YAML aliases (*name); a config uses at most "
+                              f"{CONFIG_ALIASES}, since each can repeat a whole section")
+        loaded = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start}){hint}") from None
     except yaml.YAMLError as exc:

@@ -285,17 +285,17 @@ class ArithmeticDataModule(L.LightningDataModule):
         """One predict expression -> a batch of one (raises InputError if malformed)."""
         if not isinstance(text, str):
             raise InputError(f"predict input {text!r} is not a string; expected e.g. {self.task.example_input()!r}")
-        digits = sum(c.isdigit() for c in text)
-        if digits > MAX_EVAL_LENGTH * self.task.arity:
-            raise InputError(f"predict input of {digits} digits is longer than this project evaluates "
-                             f"({MAX_EVAL_LENGTH} digits per operand)")
+        digits, symbols = sum(c.isdigit() for c in text), self.task.symbols(MAX_EVAL_LENGTH)
+        limit = f"{MAX_EVAL_LENGTH} digits per operand" + (f", {symbols} symbols" if symbols != MAX_EVAL_LENGTH else "")
+        if digits > symbols * self.task.arity:
+            raise InputError(f"predict input of {digits} digits is longer than this project evaluates ({limit})")
         operands = self.task.parse(text)
-        if self.task.max_length < MAX_EVAL_LENGTH and max(op.shape[1] for op in operands) > self.task.max_length + 2:
+        widest = max(op.shape[1] for op in operands)  # symbols, with the frame's spare leading zeros
+        if self.task.max_length < MAX_EVAL_LENGTH and widest > self.task.operand_width(self.task.max_length):
             raise InputError(f"an operand of {text[:20]!r}... is longer than {self.task.name} evaluates "
                              f"({self.task.max_length} digits per operand: {self.task.max_length_reason})")
-        if max(op.shape[1] for op in operands) > MAX_EVAL_LENGTH + 1:
-            raise InputError(f"an operand of {text[:20]!r}... is longer than this project evaluates "
-                             f"({MAX_EVAL_LENGTH} digits per operand)")
+        if widest > self.task.operand_width(MAX_EVAL_LENGTH):
+            raise InputError(f"an operand of {text[:20]!r}... is longer than this project evaluates ({limit})")
         enc = encode(self.task, operands, self.aligned)
         return {"src": enc.src.long(), "tgt_out": enc.tgt_out.long(), "tag": "predict", "text": text}
 

@@ -63,6 +63,13 @@ def load(path: str | Path) -> dict:
     for name, p in spec["parameters"].items():
         if not isinstance(p, dict) or not ({"values", "value", "min", "distribution"} & set(p)):
             raise ConfigError(f"{path}: parameter {name!r} needs values, value, or min/max")
+        if "values" in p and (not isinstance(p["values"], list) or not p["values"]):
+            raise ConfigError(f"{path}: parameter {name!r} has values {p['values']!r}; give a list of at least "
+                              "one value (a sweep over an empty list runs nothing)")
+        if "min" in p and "max" in p and not p["min"] <= p["max"]:
+            raise ConfigError(f"{path}: parameter {name!r} has min {p['min']!r} above max {p['max']!r}")
+        if "min" in p and "max" not in p:
+            raise ConfigError(f"{path}: parameter {name!r} has min but no max")
     return spec
 
 
