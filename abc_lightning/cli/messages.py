@@ -212,14 +212,14 @@ def check_config_file(value: str) -> None:
 
 
 def missing_config(path: str) -> str:
-    """A --config file that is not there; the per-task configs of 0.1 (``abs_parity.yaml``) get
-    the command that replaced them."""
+    """A --config file that is not there; a per-task name with no file of its own
+    (``abs_subtraction.yaml``) gets the command that serves every task."""
     from abc_lightning.tasks import TASKS, class_name
 
     prefix, _, rest = Path(path).stem.partition("_")
     task = max((name for name in TASKS if rest == name or rest.startswith(name + "_")), key=len, default=None)
     if prefix in ("abs", "abc", "baseline") and task:
-        return (f"config: {path} does not exist; since abc_lightning 0.2 one config serves every task: "
+        return (f"config: {path} does not exist; one config serves every task: "
                 f"--config configs/{prefix}.yaml --data={class_name(task)}")
     folder = Path(path).parent
     there = sorted(p.name for p in folder.glob("*.yaml")) if folder.is_dir() else []
