@@ -17,7 +17,8 @@ def test_pack_then_unpack_gives_back_the_records_and_nothing_else(tmp_path):
     (results / "beyond" / "abs_nx2.seed1.json").write_text(json.dumps(two))
     (results / "table1" / "abs_addition.fit.log").write_text("log")
 
-    packed = pack(results, "table1", [results / "table1" / "abs_addition.json", results / "beyond" / "abs_nx2.seed1.json"])
+    packed = pack(results, "table1", {results / "table1" / "abs_addition.json": one,
+                                      results / "beyond" / "abs_nx2.seed1.json": two})
     assert packed == bundle_path(results, "table1")
     assert read_bundle(packed) == {"beyond/abs_nx2.seed1.json": two, "table1/abs_addition.json": one}
 

@@ -273,21 +273,21 @@ def main(argv: list[str] | None = None) -> int:
     table_json = out / f"{args.table}.json"
     previous = json.loads(table_json.read_text()) if table_json.exists() else {}
     records: dict[str, list[dict]] = {}
-    paths: list[Path] = []
+    bundle: dict[Path, dict] = {}  # each record by its file, as loaded here
     for cell in cells:  # every seed on disk, whether or not this call ran it
         for path in [cell_dir(cell) / f"{cell.key}.json", *sorted(cell_dir(cell).glob(f"{cell.key}.seed*.json"))]:
             if not path.exists():
                 continue
-            paths.append(path)
             record = json.loads(path.read_text())
             if not record.get("commit") and previous.get("commit"):
                 # a record from before records kept their commit takes the table's, once, for good
                 record.update(commit=previous["commit"], date=record.get("date") or previous.get("date"))
                 files.write_text(path, json.dumps(record, indent=2))
             records.setdefault(cell.key, []).append(record)
+            bundle[path] = record
     print(write_table(args.table, cells, records, out))
-    if paths:
-        print(f"records packed into {pack(out, args.table, paths)}")
+    if bundle:
+        print(f"records packed into {pack(out, args.table, bundle)}")
     curves: dict[str, dict[str, list[dict]]] = {}
     for cell in cells:  # the figure draws seed 0 (or the lowest seed run)
         recs = sorted(records.get(cell.key, []), key=lambda r: r.get("seed", 0))

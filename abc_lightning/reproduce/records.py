@@ -59,11 +59,10 @@ def unpack_missing(folder: Path, table: str) -> int:
     return written
 
 
-def pack(folder: Path, table: str, paths: list[Path]) -> Path:
-    """The bundle of ``table`` from the record files ``paths`` (each under ``folder``)."""
-    records = {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in paths}
+def pack(folder: Path, table: str, records: dict[Path, dict]) -> Path:
+    """The bundle of ``table`` from its records, each by its file under ``folder``."""
     path = bundle_path(folder, table)
-    write_bundle(path, records)
+    write_bundle(path, {file.relative_to(folder).as_posix(): record for file, record in records.items()})
     return path
 
 

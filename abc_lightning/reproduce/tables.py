@@ -240,13 +240,14 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
                           cell.note or fmt(cell.paper60), "", f"`{cell.command}`"])
             continue
         acc = [{r["length"]: r["accuracy"] for r in rec["rows"]} for rec in recs]
+        shorts = [short_inputs(r) for r in recs]
         worst = [{r["length"]: r.get("worst") for r in rec["rows"]} for rec in recs]
         cells_json.append({"task": cell.task, "config": cell.label, "key": cell.key,
                            "seeds": [r.get("seed", 0) for r in recs],
                            "accuracy": {str(n): [a.get(n) for a in acc] for n in LENGTHS if any(n in a for a in acc)},
                            "worst": {str(n): [w.get(n) for w in worst] for n in WORST_LENGTHS
                                      if any(w.get(n) is not None for w in worst)},
-                           "short_inputs": [short_inputs(r) for r in recs],
+                           "short_inputs": shorts,
                            "train_seconds": [r["train_seconds"] for r in recs], "steps": [r["steps"] for r in recs],
                            "commits": sorted({r.get("commit") or "unknown" for r in recs}),
                            "command": recs[0]["command"]})
@@ -278,7 +279,7 @@ def write_table(table: str, cells: list[Cell], records: dict, out: Path) -> str:
             p = first["phases"]
             time_note += f"; interpolate {p['interpolate']:.0f} s, calibrate {p['calibrate']:.1f} s, retrain {p['retrain']:.0f} s"
         time_note += note_refs(recs, notes)
-        short = spread_of([short_inputs(r) for r in recs])
+        short = spread_of(shorts)
         lines.append([cell.task, label, len(recs), reached, short, *cols, paper, time_note, f"`{first['command']}`"])
     text = head + "\n".join(markdown.table(columns, lines)) + "\n" + shape_table(cells, by_key)
     if notes:
