@@ -7,13 +7,24 @@ import sys
 
 def guarded(run, argv: list[str], flag: str) -> int:
     """``reproduce`` and ``sweep``: a mistake or a fault is one line and an exit status, as
-    for the LightningCLI subcommands (abc_lightning.cli.faults)."""
+    for the LightningCLI subcommands (abc_lightning.cli.faults); a stop signal is passed on
+    to the runs under way, which save and end, and then ends this with 128 + the signal."""
     from abc_lightning.cli.faults import report
+    from abc_lightning.errors import Terminated
+    from abc_lightning.reproduce.runner import passing_on_stops
 
     try:
-        return run(argv)
+        with passing_on_stops():
+            return run(argv)
     except SystemExit:
         raise
+    except Terminated as exc:
+        import signal
+
+        print(f"abc_lightning: error: stopped by {signal.Signals(exc.signum).name}; run the same command again "
+              "to go on: what has finished is kept and skipped, a run that was under way starts over",
+              file=sys.stderr)
+        return exc.status
     except BaseException as exc:
         status = report(exc, flag=flag)
         if status is None:

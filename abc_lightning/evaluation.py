@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -125,13 +127,34 @@ def group_inputs(parsed: list[dict], batch_size: int) -> list[dict]:
     return batches
 
 
+#: Answers of at least this many tokens show a progress bar while they decode (an N×M
+#: scratchpad at 100×100 is about 65,000 tokens: minutes).
+PROGRESS_TOKENS = 5000
+
+
+@contextlib.contextmanager
+def answer_progress(steps: int, rows: int):
+    """A progress bar on stderr for a batch whose answers are long, as ``progress(n)`` (None
+    for short ones): tokens decoded of ``steps``, the rate and the time left."""
+    if steps < PROGRESS_TOKENS:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=steps, desc=f"decoding {rows} answer(s)", unit="token", file=sys.stderr, leave=False,
+              mininterval=0.5 if sys.stderr.isatty() else 10.0) as bar:
+        yield bar.update
+
+
 def decode_batch(model, task, batch: dict) -> list[dict]:
     """Greedy-decode one batch of predict inputs: a row per input with the answer, the
     expected answer, whether the whole output sequence matched, and both raw outputs."""
     from abc_lightning import vocab
 
     src, expected = batch["src"], batch["tgt_out"]
-    predicted = model.generate(src.to(next(model.parameters()).device), steps=expected.shape[1]).cpu()
+    steps = expected.shape[1]
+    with answer_progress(steps, src.shape[0]) as progress:
+        predicted = model.generate(src.to(next(model.parameters()).device), steps=steps, progress=progress).cpu()
     task = task.for_shape(src.shape[1], expected.shape[1])
     rows = []
     for i, text in enumerate(batch["text"]):

@@ -371,3 +371,16 @@ def test_figures_drawn_during_a_phase_are_left_out_of_its_time(monkeypatch):
         cb.exclude(2.5)  # 2.5 s of heatmaps, just drawn
         cb._tick()
     assert cb.seconds["interpolate"] == 7.5 and cb.seconds["figures"] == 2.5
+
+
+@pytest.mark.parametrize("lines,says", [
+    ('"layer": 99', "bias.lines.layer=99: the model has 2 decoder layer(s), so the layer is one of -2..1"),
+    ('"layer": -3', "bias.lines.layer=-3: the model has 2 decoder layer(s)"),
+])
+def test_a_layer_the_model_does_not_have_is_refused_before_training(capsys, tmp_path, monkeypatch, lines, says):
+    monkeypatch.chdir(tmp_path)
+    options = '"preset": "paper", "lines": {' + lines + '}'
+    assert run_cli(["fit", "--config", DEBUG, *abc(options), *FAST, "--wandb.mode=disabled"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"abc_lightning: error: {says}"), err
+    assert not (tmp_path / "runs").exists()

@@ -149,3 +149,19 @@ def test_a_checkpoint_naming_a_renamed_module_still_loads_its_config():
     old = {CONFIG_KEY: "model:\n  position_index:\n    class_path: abc_lightning.model.positions.CyclicIndex\n"}
     assert "abc_lightning.model.position_index.CyclicIndex" in stored_config(old)
     assert "model.positions." not in stored_config(old)
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_to_load_and_to_start_from(capsys, abs_checkpoint, tmp_path):
+    ckpt = torch.load(abs_checkpoint, weights_only=True)
+    key = next(iter(ckpt["state_dict"]))
+    ckpt["state_dict"][key].view(-1)[0] = float("nan")
+    diverged = tmp_path / "diverged.ckpt"
+    torch.save(ckpt, diverged)
+    says = f"abc_lightning: error: {diverged}: weight {key} holds 1 NaN or infinite value(s) (the run diverged)"
+    for args in (["predict", "--ckpt_path", str(diverged), '--data.predict_inputs=["12"]'],
+                 ["fit", "--config", DEBUG, *FAST, "--trainer.max_epochs=1", f"--model.init_from={diverged}"]):
+        capsys.readouterr()
+        assert run_cli(args) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(says)
+    with pytest.raises(Exception, match="NaN or infinite"):
+        load(str(diverged))

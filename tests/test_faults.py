@@ -83,7 +83,8 @@ def test_a_save_cut_short_keeps_the_last_checkpoint_and_a_resume_matches(capsys,
     assert load_checkpoint(LAST)["global_step"] == 5  # the first epoch's, whole
     assert not list(LAST.parent.glob(".*.tmp"))
     monkeypatch.delattr(files, "open")  # (undo() would also undo the test folder chdir)
-    assert run_cli([*TINY, "--trainer.max_epochs=2", "--ckpt_path", "last"]) == 0
+    # (--ckpt_path last would take best.ckpt: the second epoch's save of it went through, at step 10)
+    assert run_cli([*TINY, "--trainer.max_epochs=2", "--ckpt_path", str(LAST)]) == 0
     assert sorted(p.name for p in Path("runs/debug").iterdir()) == ["version_0"]  # resumed in its own folder
     resumed, whole = weights(LAST), weights(Path("runs/whole/version_0/checkpoints/last.ckpt"))
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
@@ -201,7 +202,7 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     (["--trainer.max_epochs=0"], "trainer.max_epochs=0: this fit would train nothing"),
     (["--trainer.max_steps=0"], "trainer.max_steps=0: this fit would train nothing"),
     (["--trainer.limit_train_batches=0"], "trainer.limit_train_batches=0: this fit would train nothing"),
-    (["--ckpt_path", "last"], "--ckpt_path last: no run under runs/debug has a checkpoints/last.ckpt"),
+    (["--ckpt_path", "last"], "--ckpt_path last: no checkpoint under runs/debug to resume"),
     (["--trainer.val_check_interval=0"], "trainer.val_check_interval=0: expected a share of an epoch"),
     (["--trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: expected batches"),
     (["--trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1.0: expected a norm or value >= 0"),

@@ -365,3 +365,19 @@ def test_the_one_markdown_table_writer():
     assert markdown.line(["", "", "c"]) == "| | | c |"
     with pytest.raises(ValueError, match="align names 1 columns, the head 2"):
         markdown.table(["a", "b"], [], "r")
+
+
+@pytest.mark.parametrize("override,says", [
+    ("--data=Parity", "--data=Parity: an override cannot change a cell's task; choose cells with --only"),
+    ("--model.d_model=-3", "d_model must be >= 1, got -3"),
+    ("--trainer.max_epochz=3", "unrecognized arguments: --trainer.max_epochz=3"),
+])
+def test_overrides_that_cannot_work_are_refused_before_the_first_cell(tmp_path, monkeypatch, capsys, override, says):
+    ran = []
+    monkeypatch.setattr(reproduce, "run_cell", lambda *args: ran.append(args))
+    with pytest.raises(SystemExit) as exited:
+        reproduce.main(["table1", "--only", "abs_addition", "--results", str(tmp_path), "--", override])
+    assert exited.value.code == 2 and not ran
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"abc_lightning: error: the overrides after -- do not work ({says}")
+    assert err.endswith("nothing was run")

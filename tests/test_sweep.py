@@ -121,3 +121,12 @@ def test_a_misspelt_parameter_name_fails_the_parse_check():
     spec["parameters"] = {"bias.self_widht": {"values": [1]}}  # sic
     with pytest.raises(SystemExit):
         ParseOnly(args=cli_args(sweep.command(spec, sweep.expand(spec)[0])))
+
+
+def test_gpus_the_machine_does_not_have_are_refused(capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sweep.main([str(ROOT / "sweeps" / "abs_grid.yaml"), "--gpus", "0", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "abc_lightning: error: --gpus 0: torch sees no CUDA GPU here, not GPU 0; leave --gpus out to run on the CPU")

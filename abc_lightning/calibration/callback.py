@@ -19,6 +19,7 @@ from typing import Literal
 
 from lightning.pytorch.utilities import rank_zero_only
 
+from abc_lightning.errors import ConfigError
 from abc_lightning.runs import files
 from abc_lightning.calibration.bias import (CalibratedBias, calibrate_model, draw_bias_figures, pack_lines, unpack_lines,
                                              unread_message)
@@ -62,6 +63,17 @@ class AttentionBiasCalibration(BiasStrategy):
         self._mark = 0.0
 
     # ---- phases ---------------------------------------------------------------------
+    def check_model(self, pl_module) -> None:
+        """The layer to calibrate must be one of the model's (before any training)."""
+        lines = self.options.lines
+        n = len(pl_module.model.decoder)
+        if not lines.per_layer and not -n <= lines.layer < n:
+            raise ConfigError(f"bias.lines.layer={lines.layer}: the model has {n} decoder layer(s), so the layer is "
+                              f"one of {-n}..{n - 1} (-1: the last), or calibrate each with bias.lines.per_layer=true")
+        if "encoder" in lines.kinds and not len(pl_module.model.encoder):
+            raise ConfigError("bias.lines.kinds has 'encoder', but the model has no encoder layer "
+                              "(model.encoder_layers=0)")
+
     def on_fit_start(self, trainer, pl_module) -> None:
         self._mark = time.perf_counter()
         if self.lines:

@@ -21,13 +21,14 @@ from abc_lightning.training.callbacks import LineProgress, PredictionWriter, Run
 from abc_lightning import data as _data  # noqa: F401 (every task's data module, for --data=Addition)
 from abc_lightning.cli import preflight
 from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
-from abc_lightning.errors import CheckpointError, ConfigError
+from abc_lightning.errors import CheckpointError, ConfigError, Terminated, on_stop_signals, raise_terminated
 from abc_lightning.cli.faults import report, user_error
 from abc_lightning.cli.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
-from abc_lightning.runs.folders import CLAIMED, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
+from abc_lightning.runs.folders import CLAIMED, checkpoint_run, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
 from abc_lightning.runs.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
 from abc_lightning.training.module import ArithmeticTransformer
+from abc_lightning.training.stopping import GracefulStop
 from abc_lightning.cli.wandb_logging import add_beside
 
 # Imported so that short class names resolve on the command line (--model.positional=NoPE).
@@ -97,7 +98,7 @@ class ABCLightningCLI(LightningCLI):
         # among them, and a plugins default given as trainer_defaults would be saved in every config
         if not config.get("plugins"):  # checkpoints written whole or not at all
             config = {**config, "plugins": [AtomicCheckpointIO()]}
-        return super()._instantiate_trainer(config, [c for c in callbacks if c is not None])
+        return super()._instantiate_trainer(config, [*(c for c in callbacks if c is not None), GracefulStop()])
 
     def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
         # private hook: a subcommand's own arguments (verbose) are added after every public hook ran
@@ -246,7 +247,7 @@ class ABCLightningCLI(LightningCLI):
             wandb_logger.log_hyperparams(flatten(config.as_dict()))  # the resolved config, inside the W&B run
 
     def _start(self, stage: str, needs_ckpt: bool, wandb: bool = True) -> None:
-        ACTIVE["trainer"] = self.trainer
+        ACTIVE["trainer"], ACTIVE["stage"] = self.trainer, stage
         preflight.check_stage(stage, self.trainer, self.datamodule)
         self._check_ckpt(stage, required=needs_ckpt)
         resuming = stage == "fit" and self.config.fit.get("ckpt_path") is not None
@@ -280,24 +281,47 @@ class ABCLightningCLI(LightningCLI):
 ACTIVE: dict = {}  # the trainer of the run under way, for the fault handler's message
 
 
+def stop_on_signals():
+    """A stop signal (SIGTERM; SIGUSR1 outside SLURM) raises :class:`Terminated` wherever the
+    run is, instead of ending the process unreported; a fit's training defers it to the next
+    step boundary (:class:`~abc_lightning.training.stopping.GracefulStop`)."""
+    return on_stop_signals(raise_terminated)
+
+
+def with_run_config(argv: list[str]) -> list[str]:
+    """``fit --ckpt_path <run>/checkpoints/X.ckpt`` without ``--config`` resumes with the
+    run's own ``config.yaml`` (the documented resume command), given first so that every
+    other argument still overrides it."""
+    if not argv or argv[0] != "fit" or any(a in ("--config", "-c") or a.startswith("--config=") for a in argv):
+        return argv
+    ckpt = next((b for a, b in zip(argv, argv[1:]) if a == "--ckpt_path"), None) or next(
+        (a.split("=", 1)[1] for a in argv if a.startswith("--ckpt_path=")), None)
+    run = checkpoint_run(ckpt)
+    if run is None or not (run / "config.yaml").is_file():
+        return argv
+    return ["fit", "--config", str(run / "config.yaml"), *argv[1:]]
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the CLI. A mistake or a fault prints one line (:mod:`abc_lightning.cli.faults`) and
-    returns 2 (the user's to change), 1 (the machine's) or 130 (interrupted); folders this
+    returns 2 (the user's to change), 1 (the machine's), 130 (interrupted) or 128 + a stop
+    signal (143 for SIGTERM: :func:`stop_on_signals`); folders this
     process claimed that hold only start-up files are removed, never a run with a checkpoint."""
     quiet_third_party()
     CLAIMED.clear()
     ACTIVE.clear()
     try:
-        ABCLightningCLI(args=args)
+        with stop_on_signals():
+            ABCLightningCLI(args=with_run_config(sys.argv[1:] if args is None else args))
     except SystemExit as exc:  # Lightning turns Ctrl+C inside a loop into sys.exit(1)
         trainer = ACTIVE.get("trainer")
         if trainer is None or not trainer.interrupted or exc.code != 1:
             raise
-        status = report(KeyboardInterrupt(), run_dir(trainer))
+        status = report(KeyboardInterrupt(), run_dir(trainer), stage=ACTIVE.get("stage", "fit"))
     except BaseException as exc:
         trainer = ACTIVE.get("trainer")  # the run folder names the checkpoint an interrupt resumes from
-        interrupted = isinstance(exc, KeyboardInterrupt) and trainer is not None
-        status = report(exc, run_dir(trainer) if interrupted else None)
+        stopped = isinstance(exc, (KeyboardInterrupt, Terminated)) and trainer is not None
+        status = report(exc, run_dir(trainer) if stopped else None, stage=ACTIVE.get("stage", "fit"))
         if status is None:
             raise
     else:

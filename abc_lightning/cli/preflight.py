@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 
+from abc_lightning.cli import bounds
 from abc_lightning.errors import ConfigError
 
 
@@ -23,11 +24,20 @@ def check_stage(stage: str, trainer, datamodule) -> None:
 
 def check_together(stage: str, trainer, module, datamodule, resuming: bool) -> None:
     """Every check that needs the model, data and callbacks together: lengths the model can
-    hold, ``init_from`` (unless a fit resumes), the learning-rate schedule's budget, each
-    callback's own ``check_data``, and a CPI period measured to fail on the task (a warning)."""
+    hold, the memory they ask for (:mod:`~abc_lightning.cli.bounds`), ``init_from`` (unless a fit resumes), the learning-rate schedule's budget, each
+    callback's own ``check_data`` and ``check_model``, and a CPI period measured to fail on the task (a warning)."""
     if stage == "predict":
         datamodule.setup("predict")  # malformed inputs fail here, before any model work
-    module.model.check_length(datamodule.max_tokens(stage))
+    tokens = datamodule.max_tokens(stage)
+    module.model.check_length(tokens)
+    device = trainer.strategy.root_device
+    if stage == "fit":
+        bounds.check_fit(module, datamodule, datamodule.train_tokens(), device)
+        bounds.check_samples("data.val_samples", datamodule.val_samples, len(datamodule.val_lengths), tokens)
+    elif stage in ("test", "validate"):
+        samples, lengths = ((datamodule.test_samples, datamodule.test_lengths) if stage == "test" else
+                            (datamodule.val_samples, datamodule.val_lengths))
+        bounds.check_samples(f"data.{'test' if stage == 'test' else 'val'}_samples", samples, len(lengths), tokens)
     if stage == "fit" and module.hparams.get("init_from") and not resuming:
         module.init_weights(module.hparams.init_from)
     if stage == "fit":
@@ -35,6 +45,8 @@ def check_together(stage: str, trainer, module, datamodule, resuming: bool) -> N
     for callback in trainer.callbacks:
         if hasattr(callback, "check_data"):
             callback.check_data(datamodule)
+        if hasattr(callback, "check_model"):
+            callback.check_model(module)
     period = getattr(module.model.position_index, "period", None)
     task = datamodule.task
     if period in task.failing_periods and stage == "fit":

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from abc_lightning.data.sets import (EVAL_SOURCE_TOKENS, Encoded, EncodedDataset, EpochShuffle, GroupedDataset,
-                                     MAX_EVAL_LENGTH, RICH_DIGITS, SALT_CARRY_RICH, SALT_PROBE, SALT_TEST, SALT_TRAIN,
+                                     MAX_EVAL_LENGTH, RICH_DIGITS, ResumableLoader, SALT_CARRY_RICH, SALT_PROBE, SALT_TEST, SALT_TRAIN,
                                      SALT_TRAIN_FRAME, SALT_TRAIN_K, SALT_VAL, SALT_VAL_SPLIT, Shard,
                                      WorstCaseDataset, identity_collate, carry_rich_values, concat, encode, eval_size, widen)
 from abc_lightning.errors import ConfigError, InputError
@@ -195,6 +195,12 @@ class ArithmeticDataModule(L.LightningDataModule):
         cut = len(perm) * 7 // 8
         return perm[:cut], perm[cut:]
 
+    def train_tokens(self) -> int:
+        """The longest source or decoder sequence of a training batch (the widest frame)."""
+        return max(max(data.src.shape[1], data.tgt_in.shape[1]) for data in (
+            self._from_pool(np.zeros(1, dtype=np.int64), None, SALT_PROBE, task, self.train_frames - 1)
+            for task in self.train_tasks))
+
     def _from_pool(self, values: np.ndarray, n: int | None, salt: int, task: Task | None = None,
                    extra: int = 0) -> Encoded:
         task = task or self.task
@@ -306,11 +312,20 @@ class ArithmeticDataModule(L.LightningDataModule):
         sampler = EpochShuffle(len(ds), self.seed, rank, world) if shuffle else Shard(len(ds), rank, world)
         # Its own generator: creating an iterator draws a seed, which must not consume the
         # global random stream (dropout) that checkpoints carry for exact resumes.
-        return DataLoader(ds, batch_size=batch_size, sampler=sampler, collate_fn=identity_collate,
-                          generator=torch.Generator().manual_seed(self.seed))
+        loader = (ResumableLoader if shuffle else DataLoader)(
+            ds, batch_size=batch_size, sampler=sampler, collate_fn=identity_collate,
+            generator=torch.Generator().manual_seed(self.seed))
+        if shuffle:
+            loader.batches_done = self._batches_done
+        return loader
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self._train, self.batch_size, shuffle=True)
+
+    def _batches_done(self) -> int:
+        """Batches of the current epoch trained so far (the one whose end is being saved included)."""
+        trainer = self.trainer
+        return 0 if trainer is None else trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def _eval_batch(self, ds: EncodedDataset) -> int:
         """``eval_batch_size``, or fewer rows where the inputs are long (:data:`EVAL_SOURCE_TOKENS`)."""

@@ -6,11 +6,12 @@ rows whichever others a run builds, and in whatever order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from abc_lightning import vocab
 from abc_lightning.tasks import Task
@@ -173,9 +174,15 @@ class EpochShuffle(Sampler):
 
     def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
         self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
+        self.skip: tuple[int, int] | None = None  # (epoch, rows): where a resumed epoch goes on
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def resume(self, epoch: int, rows: int) -> None:
+        """Start the next pass over ``epoch`` after its first ``rows`` indices (this rank's),
+        where a run interrupted mid-epoch stopped; a pass over another epoch starts whole."""
+        self.skip = (epoch, rows)
 
     def __len__(self) -> int:
         return self.n // self.world
@@ -183,7 +190,27 @@ class EpochShuffle(Sampler):
     def __iter__(self):
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         perm = torch.randperm(self.n, generator=gen)[: len(self) * self.world]
-        return iter(perm[self.rank :: self.world].tolist())
+        order = perm[self.rank :: self.world].tolist()
+        skip, self.skip = self.skip, None
+        return iter(order[skip[1]:] if skip is not None and skip[0] == self.epoch else order)
+
+
+class ResumableLoader(DataLoader):
+    """The training loader, whose place in the epoch travels in checkpoints.
+
+    Lightning saves ``state_dict()`` with the fit loop's state and hands it back through
+    ``load_state_dict`` before the loader is iterated again, so a run resumed from a
+    checkpoint written mid-epoch (``every_n_train_steps``, a validation within the epoch, a
+    SIGTERM) goes on with the batch the uninterrupted run would have drawn next.
+    ``batches_done()`` is the number of batches of the current epoch already trained."""
+
+    batches_done: Callable[[], int] = staticmethod(lambda: 0)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.sampler.epoch, "batches": int(self.batches_done())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.resume(int(state["epoch"]), int(state["batches"]) * self.batch_size)
 
 
 class Shard(Sampler):

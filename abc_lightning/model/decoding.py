@@ -30,8 +30,7 @@ import torch
 from abc_lightning import vocab
 from abc_lightning.model.attention import Band
 
-# ``model`` below is a transformer.Seq2SeqTransformer, which imports this module (names only
-# in annotations, which are never evaluated here).
+# ``model`` below is a transformer.Seq2SeqTransformer, which imports this module (annotations only).
 
 ENCODE_TOKENS = 16384  # source tokens per encoder pass
 DENSE_CELLS = 1 << 24  # a bias with more cells than this is built a block of rows at a time
@@ -240,15 +239,15 @@ def encode_in_chunks(model: Seq2SeqTransformer, src: torch.Tensor) -> torch.Tens
     return torch.cat([model.encode(src[i : i + chunk])[0] for i in range(0, src.shape[0], chunk)])
 
 
-def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_cache: bool = True,
-                  skip_closed: bool = True, target: torch.Tensor | None = None) -> torch.Tensor:
+def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_cache: bool = True, skip_closed:
+                  bool = True, target: torch.Tensor | None = None, progress: Callable | None = None) -> torch.Tensor:
     """Greedy decoding of ``steps`` tokens after SOS: ``src (b, s)`` -> ``(b, steps)``.
 
     ``use_cache=False`` recomputes the whole prefix at every step (the reference the cached
     decoder is tested against); ``skip_closed`` reads only the keys each bias row opens.
     With ``target (b, steps)``, decoding stops once every row has a token that differs from
-    its target, and the steps left are filled with :data:`~abc_lightning.vocab.PAD`: exact
-    match over the whole row is then the same as with every step decoded (:class:`EarlyExit`).
+    its target, and the steps left are filled with :data:`~abc_lightning.vocab.PAD`: exact match
+    is then as with every step decoded (:class:`EarlyExit`). ``progress(n)`` hears of n more steps.
     """
     memory = encode_in_chunks(model, src)
     out = torch.full((src.shape[0], 1), vocab.SOS, dtype=torch.long, device=src.device)
@@ -331,6 +330,8 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, steps: int, use_
                                 False, cache, step)
             out = model.head(model.decoder_norm(x))[:, -1].argmax(-1, keepdim=True)
             tokens.append(out)
+            if progress is not None:
+                progress(1)
             if exit_.all_wrong(out[:, 0], t):
                 return exit_.fill(torch.cat(tokens, dim=1))
     return torch.cat(tokens, dim=1)
@@ -363,9 +364,7 @@ class EarlyExit:
     def fill(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens (b, t)`` padded with PAD to ``(b, steps)``."""
         missing = self.steps - tokens.shape[1]
-        if missing <= 0:
-            return tokens
-        return torch.cat([tokens, tokens.new_full((tokens.shape[0], missing), vocab.PAD)], dim=1)
+        return tokens if missing <= 0 else torch.cat([tokens, tokens.new_full((len(tokens), missing), vocab.PAD)], 1)
 
 
 def _distinct(biases: list[torch.Tensor | None]) -> list[torch.Tensor | None]:

@@ -387,7 +387,7 @@ class Seq2SeqTransformer(nn.Module):
         return decoding.encode_in_chunks(self, src)
 
     def generate(self, src: torch.Tensor, steps: int, use_cache: bool = True, skip_closed: bool = True,
-                 target: torch.Tensor | None = None) -> torch.Tensor:
+                 target: torch.Tensor | None = None, progress=None) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens (:func:`~.decoding.greedy_decode`): ``(b, steps)``;
-        with ``target``, it stops once every row is wrong."""
-        return decoding.greedy_decode(self, src, steps, use_cache, skip_closed, target)
+        with ``target``, it stops once every row is wrong; ``progress(n)`` hears of each n steps."""
+        return decoding.greedy_decode(self, src, steps, use_cache, skip_closed, target, progress)

@@ -183,6 +183,42 @@ def test_cell(cell: Cell, out_dir: Path, extra: list[str], version: str, lengths
     return record["rows"], seconds
 
 
+#: Overrides that would change a cell's task: each cell is one task (choose cells with --only).
+TASK_KEYS = ("--data", "--data.class_path")
+
+
+def check_overrides(cell: Cell, extra: list[str]) -> str | None:
+    """What is wrong with the overrides given after ``--``, checked on the first cell to run
+    before any runs (a mistake would otherwise fail every cell in its own log), or None."""
+    changes_task = [a for a in extra if a.split("=", 1)[0] in TASK_KEYS]
+    if changes_task:
+        return f"{changes_task[0]}: an override cannot change a cell's task; choose cells with --only"
+    import contextlib
+    import io
+
+    from abc_lightning.cli import ABCLightningCLI
+    from abc_lightning.cli.faults import describe
+    from abc_lightning.cli.messages import quiet_third_party
+
+    quiet_third_party()
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(io.StringIO()):
+            config = cell.config if Path(cell.config).is_file() else str(ROOT / cell.config)
+            ABCLightningCLI(args=["--config", config, *cell.overrides, *extra, "--trainer.logger=false",
+                                  "--wandb.mode=disabled"], run=False)
+    except SystemExit:
+        lines = printed.getvalue().strip().splitlines()
+        return lines[-1].removeprefix("abc_lightning: error: ") if lines else "the command line was refused"
+    except Exception as exc:  # a setting that parses but cannot work
+        found = describe(exc)
+        if found is None:
+            raise
+        return found[0]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m abc_lightning reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("table", choices=sorted(TABLES))
@@ -250,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         args.table_only = True
 
     queue = [c.for_seed(s) for s in seeds for c in cells if todo(c.for_seed(s))]
+    wrong = check_overrides(queue[0], extra) if queue and extra else None
+    if wrong:
+        parser.exit(2, f"abc_lightning: error: the overrides after -- do not work ({wrong}); nothing was run\n")
     progress = Progress(len(queue))
 
     def work(cell: Cell) -> str | None:

@@ -230,6 +230,14 @@ def gpu_list(text: str | None) -> list[str]:
     gpus = [g.strip() for g in text.split(",")]
     if not all(g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
         raise ConfigError(f"--gpus takes distinct GPU ids separated by commas, e.g. 0,1,2,3; got {text!r}")
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = [g for g in gpus if int(g) >= count]
+    if missing:
+        have = f"GPUs 0-{count - 1}" if count else "no CUDA GPU"
+        raise ConfigError(f"--gpus {text}: torch sees {have} here, not GPU {missing[0]}; leave --gpus out to run "
+                          "on the CPU")
     return gpus
 
 

@@ -53,7 +53,18 @@ def load_checkpoint(path: str | Path) -> dict:
     ckpt = load_plain(path, "checkpoint")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
+    check_finite(ckpt["state_dict"], path)
     return ckpt
+
+
+def check_finite(state: dict, path: str | Path) -> None:
+    """A checkpoint whose weights hold NaN or infinity (a run that diverged) is refused: its
+    answers would be noise, given without a word."""
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise CheckpointError(f"{path}: weight {key} holds {bad} NaN or infinite value(s) (the run diverged); "
+                                  "use an earlier checkpoint of the run")
 
 
 def check_compatible(saved: dict, expected: dict) -> None:

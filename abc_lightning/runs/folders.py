@@ -9,11 +9,13 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import sys
 import warnings
 from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from abc_lightning.runs import files
@@ -21,7 +23,7 @@ from abc_lightning.runs.checkpoints import CKPT_KEYWORDS
 from abc_lightning.errors import CheckpointError
 
 CLAIMED: list[Path] = []  # folders this process created, removed again if a user error leaves them empty
-START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb"}  # nothing a run has learned
+START_UP_FILES = {"config.yaml", "hparams.yaml", "run_info.json", "wandb", ".lock"}  # nothing a run has learned
 
 
 def run_dir(trainer: L.Trainer) -> Path:
@@ -53,19 +55,36 @@ def claim_folder(root: Path, version: int) -> Path:
 
 
 def latest_last_ckpt(config) -> Path:
-    """``--ckpt_path last`` for a fit: the ``last.ckpt`` of the newest run folder of this
-    config's logger (``<save_dir>/<name>/version_N``); an error when there is none."""
+    """``--ckpt_path last`` for a fit: in the run folder of this config's logger
+    (``<save_dir>/<name>/<version>`` when the config names a version, else the newest
+    ``version_N`` that holds a checkpoint), the checkpoint of the highest step, whatever its
+    file name (``last.ckpt`` among equals, then the newest); an error when there is none."""
     logger = config.get("trainer", {}).get("logger")
     args = getattr(logger, "init_args", None)
     if args is None or not str(getattr(logger, "class_path", "")).endswith(("CSVLogger", "TensorBoardLogger")):
         raise CheckpointError("--ckpt_path last finds the newest run of a CSV or TensorBoard logger; with this "
                               "logger, pass the checkpoint's path")
     root = Path(args.get("save_dir") or ".") / (args.get("name") or "lightning_logs")
-    found = [(int(d.name[8:]), d / "checkpoints" / "last.ckpt") for d in root.glob("version_*")
-             if d.name[8:].isdigit() and (d / "checkpoints" / "last.ckpt").is_file()]
-    if not found:
-        raise CheckpointError(f"--ckpt_path last: no run under {root} has a checkpoints/last.ckpt to resume")
-    return max(found)[1]
+    version = args.get("version")
+    if version is not None:
+        folders = [root / (version if isinstance(version, str) else f"version_{version}")]
+    else:
+        folders = sorted((d for d in root.glob("version_*") if d.name[8:].isdigit()), key=lambda d: -int(d.name[8:]))
+    for folder in folders:
+        found = [p for p in (folder / "checkpoints").glob("*.ckpt") if p.is_file()]
+        if found:
+            return max(found, key=lambda p: (_step_of(p), p.name == "last.ckpt", p.stat().st_mtime))
+    where = folders[0] if version is not None else root
+    raise CheckpointError(f"--ckpt_path last: no checkpoint under {where} to resume")
+
+
+def _step_of(path: Path) -> int:
+    """A checkpoint's ``global_step`` (-1 where it cannot be read)."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # a corrupt file is refused later, when (if) it is the one picked
+        return -1
+    return int(ckpt.get("global_step", -1)) if isinstance(ckpt, dict) else -1
 
 
 def continue_metrics(logger, step: int) -> None:
@@ -131,11 +150,19 @@ def _folder_logger(trainer: L.Trainer) -> CSVLogger | TensorBoardLogger | None:
 
 def resume_folder(trainer: L.Trainer, ckpt_path: str | None) -> Path | None:
     """The run folder a resumed fit continues in: the checkpoint's own, when it lies in
-    ``<save_dir>/<name>/version_N/checkpoints/`` of this run's logger."""
-    logger, folder = _folder_logger(trainer), _version_folder(ckpt_path)
-    if logger is None or folder is None or folder.parent != Path(logger.root_dir).resolve():
+    ``<save_dir>/<name>/<version>/checkpoints/`` of this run's logger (``version_N``, or the
+    version the config names)."""
+    logger = _folder_logger(trainer)
+    if logger is None or ckpt_path in (None, *CKPT_KEYWORDS):
         return None
-    return folder
+    path = Path(ckpt_path).resolve()
+    folder = path.parent.parent
+    if path.parent.name != "checkpoints" or folder.parent != Path(logger.root_dir).resolve():
+        return None
+    version = getattr(logger, "_version", None)
+    if version is None:
+        return folder if re.fullmatch(r"version_\d+", folder.name) else None
+    return folder if Path(logger.log_dir).resolve() == folder else None
 
 
 def checkpoint_run(ckpt_path: str | None) -> Path | None:
@@ -179,11 +206,13 @@ def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step, st
         evaluate_beside(trainer, ckpt_path, stage)
         ckpt_path = None
     resume = resume_folder(trainer, ckpt_path)
-    if resume is not None and getattr(trainer.loggers[0], "_version", None) is None:
-        # every rank continues in the checkpoint's own folder (unless a version was given)
-        trainer.loggers[0]._version = int(resume.name[8:])
+    if resume is not None:
+        # every rank continues in the checkpoint's own folder (the version given, or the checkpoint's)
+        if getattr(trainer.loggers[0], "_version", None) is None:
+            trainer.loggers[0]._version = int(resume.name[8:])
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
         if launched_as_rank_zero():
+            lock_run(resume)
             continue_metrics(trainer.loggers[0], resumed_step())
         return
     if not launched_as_rank_zero():
@@ -193,3 +222,42 @@ def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step, st
     for logger in trainer.loggers:
         if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
             logger._version = int(claim_folder(Path(logger.root_dir), logger._get_next_version()).name[8:])
+    if stage == "fit":
+        lock_run(run_dir(trainer))
+
+
+#: The open lock file of the run folder this process writes (a fit), held until it exits.
+HELD: dict[Path, object] = {}
+
+
+def lock_run(folder: Path) -> None:
+    """Hold ``<folder>/.lock`` while this process runs: a second fit writing the same run
+    folder (two resumes of one run at once) stops with one line naming the holder, before it
+    writes anything. Temporary files there (``.*.tmp``, a save cut short by ``kill -9``) are
+    then a dead writer's, and go."""
+    try:
+        import fcntl
+    except ImportError:  # not on Windows
+        return
+    folder = Path(folder)
+    if folder.resolve() in HELD:
+        return
+    CLAIMED.extend(reversed([d for d in [folder, *folder.parents] if not d.exists()]))  # removed if unstarted
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / ".lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise CheckpointError(f"run folder {folder} is being written by {holder}; wait for it to end "
+                              "(or stop it), then resume") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    HELD[folder.resolve()] = handle
+    for leftover in folder.rglob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
