@@ -74,6 +74,9 @@ class TrainedModel:
         ``worst_case`` the worst-case set's ``worst``, ``worst_samples`` and ``worst_families``."""
         from abc_lightning.data import check_lengths
 
+        if lengths is None or isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__") and \
+                not isinstance(lengths, int):
+            raise ConfigError(f"lengths: expected digit counts, e.g. [6, 60], got {lengths!r}")
         lengths = check_lengths("lengths", [lengths] if isinstance(lengths, int) else list(lengths), self.data.task)
         samples = positive("samples", samples)
         batch_size = positive("batch_size", batch_size)
@@ -94,6 +97,8 @@ def check_device(device: str | torch.device) -> torch.device:
         device = torch.device(device)
     except (RuntimeError, TypeError):
         raise ConfigError(f"device {device!r} is not a torch device; e.g. 'cpu', 'cuda' or 'cuda:1'") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device {str(device)!r}: abc_lightning runs on 'cpu' or a CUDA GPU ('cuda', 'cuda:1')")
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
         raise ConfigError(f"device {str(device)!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s) here; "
                           "use 'cpu'" + (" or 'cuda:0'" if torch.cuda.is_available() else ""))

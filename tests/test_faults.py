@@ -4,6 +4,7 @@ status, and nothing is lost or left behind."""
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -204,6 +205,7 @@ def test_a_real_ctrl_c_names_the_checkpoint_to_resume(tmp_path):
     (["--trainer.limit_train_batches=0"], "trainer.limit_train_batches=0: this fit would train nothing"),
     (["--ckpt_path", "last"], "--ckpt_path last: no checkpoint under runs/debug to resume"),
     (["--trainer.val_check_interval=0"], "trainer.val_check_interval=0: expected a share of an epoch"),
+    (["--trainer.val_check_interval=1000"], "trainer.val_check_interval=1000: more steps than an epoch's 5"),
     (["--trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: expected batches"),
     (["--trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1.0: expected a norm or value >= 0"),
     (["--data.val_lengths=[]"], "data.val_lengths is empty"),
@@ -250,6 +252,16 @@ def test_a_config_that_is_not_yaml_settings_is_one_line(capsys, content, says):
     assert f"config: bad.yaml {says}" in one_error_line(capsys)
 
 
+@pytest.mark.parametrize("model,says", [
+    ("null", "model: expected its settings (e.g. d_model: 64), got null; leave the key out for the defaults"),
+    ("[1, 2]", "model: expected its settings (e.g. d_model: 64), got list [1, 2]"),
+])
+def test_a_model_section_that_is_not_settings_is_one_line(capsys, model, says):
+    Path("bad.yaml").write_text(f"config: {DEBUG}\nmodel: {model}\n")
+    assert run_cli(["fit", "--config", "bad.yaml"]) == 2
+    assert one_error_line(capsys) == f"abc_lightning: error: {says}"
+
+
 def test_a_config_that_is_a_pipe_or_huge_is_refused_before_it_is_read(capsys):
     import os
 
@@ -291,10 +303,12 @@ def test_the_api_checks_what_the_cli_checks():
         (lambda: model.evaluate(samples=-5), ConfigError, "samples must be an integer >= 1, got -5"),
         (lambda: load(LAST, device="banana"), ConfigError, "device 'banana' is not a torch device"),
         (lambda: load(LAST, device="cuda:7"), ConfigError, "device 'cuda:7': torch sees"),
+        (lambda: load(LAST, device="meta"), ConfigError, "device 'meta': abc_lightning runs on 'cpu' or a CUDA GPU"),
+        (lambda: model.evaluate(lengths=None), ConfigError, "lengths: expected digit counts, e.g. [6, 60], got None"),
         (lambda: load("runs"), Exception, "checkpoint runs is a folder"),
         (lambda: load(None), Exception, "load takes a checkpoint's path"),
     ]:
-        with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(error, match=re.escape(says)):
             call()
     assert [row["length"] for row in model.evaluate(lengths=6, samples=5)] == [6]  # one length as an int
 

@@ -23,7 +23,7 @@ from abc_lightning.cli import preflight
 from abc_lightning.data import ArithmeticDataModule, resolve_data_seed, resolve_task_period
 from abc_lightning.errors import CheckpointError, ConfigError, Terminated, on_stop_signals, raise_terminated
 from abc_lightning.cli.faults import report, user_error
-from abc_lightning.cli.messages import ConciseParser, known_classes, check_config_file, check_trainer, quiet_third_party
+from abc_lightning.cli.messages import ConciseParser, known_classes, check_config_file, check_sections, check_trainer, quiet_third_party
 from abc_lightning.runs.folders import CLAIMED, checkpoint_run, claim_run_folder, latest_last_ckpt, remove_unstarted_runs, run_dir
 from abc_lightning.runs.checkpoints import (CKPT_KEYWORDS, AtomicCheckpointIO, check_compatible, conflicts, flatten,
                                        load_checkpoint, stored_config)
@@ -122,6 +122,7 @@ class ABCLightningCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.stage_config
+        check_sections(config)
         resolve_task_period(config)
         resolve_data_seed(config)  # after _set_seed: seed_everything is a number (or off)
         trainer = config.get("trainer", {})

@@ -252,3 +252,23 @@ def check_trainer(trainer: dict) -> None:
             continue
         if value < lowest or (key == "val_check_interval" and value == 0):
             raise ConfigError(f"trainer.{key}={value}: expected {meaning}")
+    interval, batches = trainer.get("val_check_interval"), trainer.get("limit_train_batches")
+    if isinstance(batches, float) and batches.is_integer() and batches > 1:  # 100 read as 100.0: batches
+        batches = int(batches)
+    if (isinstance(interval, int) and not isinstance(interval, bool) and isinstance(batches, int)
+            and not isinstance(batches, bool) and trainer.get("check_val_every_n_epoch", 1) is not None
+            and interval > batches):
+        raise ConfigError(f"trainer.val_check_interval={interval}: more steps than an epoch's {batches} "
+                          f"(trainer.limit_train_batches); give at most {batches}, or validate every N epochs with "
+                          "trainer.check_val_every_n_epoch=N")
+
+
+def check_sections(config) -> None:
+    """The model and data sections are settings (a mapping), not a value or a list."""
+    for key in ("model", "data"):
+        value = config.get(key)
+        if key == "model" and not (value is None or hasattr(value, "items") or hasattr(value, "__dict__")):
+            raise ConfigError(f"{key}: expected its settings (e.g. d_model: 64), got {type(value).__name__} {value!r}")
+        if key == "model" and value is None:
+            raise ConfigError("model: expected its settings (e.g. d_model: 64), got null; leave the key out for the "
+                              "defaults")
