@@ -114,8 +114,8 @@ def test_training_numbers_are_mostly_six_digits():
 
 
 def test_unknown_task_and_bad_lengths_are_named():
-    with pytest.raises(ConfigError, match="unknown task 'division'"):
-        data_module_for("division")
+    with pytest.raises(ConfigError, match="unknown task 'exponentiation'"):
+        data_module_for("exponentiation")
     with pytest.raises(ConfigError, match=r"cannot produce \[0\]"):
         data_module_for("successor", test_lengths=[6, 0])
     with pytest.raises(ConfigError, match="cannot produce"):
@@ -123,7 +123,8 @@ def test_unknown_task_and_bad_lengths_are_named():
 
 
 @pytest.mark.parametrize("task,text", [("addition", "12+"), ("addition", "12*3"), ("successor", "12a"),
-                                       ("nx1", "123*45"), ("parity", "1021"), ("successor", "")])
+                                       ("nx1", "123*45"), ("parity", "1021"), ("successor", ""),
+                                       ("division", "123/0"), ("division", "123/45")])
 def test_malformed_predict_input(task, text):
     with pytest.raises(InputError, match="is not a"):
         get_task(task).parse(text)

@@ -120,6 +120,8 @@ TASK_TABLES: dict[str, TableEntry] = {
     "addition_k": TableEntry("beyond", 15, rows=("w1", "cpi", "nope_w1"), abc=False),
     # no ABC: a token's row above sits 3R steps back, and R grows with the operands: no fixed line
     "multiplication": TableEntry("beyond", 16, rows=("w1", "cpi", "nope_w1"), abc=False),
+    # no ABC cell yet (not tried); the vanilla row and FIRE are its baselines
+    "division": TableEntry("beyond", 17, rows=("vanilla", "w1", "cpi"), abc=False),
 }
 
 
