@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"successor": "successor", "addition": "addition", "parity": "parity", "nx1": "N×1",
          "subtraction": "subtraction", "signed_subtraction": "signed subtraction",
          "addition3": "3-operand addition", "nx2": "N×2", "nx3": "N×3",
-         "addition_k": "k-operand addition", "multiplication": "N×M multiplication"}
+         "addition_k": "k-operand addition", "multiplication": "N×M multiplication", "division": "N÷1 division"}
 PAPER_TASKS = ["successor", "addition", "parity", "nx1"]
 BEYOND_TASKS = ["subtraction", "signed_subtraction", "addition3", "nx2", "nx3", "addition_k",
-                "multiplication"]
+                "multiplication", "division"]
 HEADER = ["task", "cell", "commit", "seeds", "1-5", "60", "600", "worst 60", "paper, 60"]
 
 

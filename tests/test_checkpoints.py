@@ -165,3 +165,15 @@ def test_a_checkpoint_with_nan_weights_is_refused_to_load_and_to_start_from(caps
         assert capsys.readouterr().err.strip().splitlines()[-1].startswith(says)
     with pytest.raises(Exception, match="NaN or infinite"):
         load(str(diverged))
+
+
+def test_a_long_answer_shows_its_decoding_progress(capsys, abs_checkpoint, monkeypatch):
+    """Answers of PROGRESS_TOKENS tokens or more (a 200×200 product: minutes) show a bar on
+    stderr with the tokens decoded; shorter ones decode without one."""
+    from abc_lightning import evaluation
+
+    monkeypatch.setattr(evaluation, "PROGRESS_TOKENS", 50)
+    capsys.readouterr()
+    assert run_cli(["predict", "--ckpt_path", abs_checkpoint, f'--data.predict_inputs=["{"9" * 60}", "12"]']) == 0
+    err = capsys.readouterr().err
+    assert "decoding 1 answer(s)" in err and "token" in err  # the 60-digit answer's bar, not the 2-digit one's

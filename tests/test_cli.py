@@ -106,7 +106,7 @@ def error_line(capsys, args):
 
 
 @pytest.mark.parametrize("override,expected", [
-    (["--data=Division"], "data: unknown class 'Division'; choose one of"),
+    (["--data=Exponent"], "data: unknown class 'Exponent'; choose one of"),
     (["--data.task=addition"], "data.task is gone since abc_lightning 0.2"),
     (["--model.positional=Foo"], "model.positional: unknown class 'Foo'"),
     (["--bias.self_width=-1"], "w >= 0"),

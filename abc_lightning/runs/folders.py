@@ -222,7 +222,7 @@ def claim_run_folder(trainer: L.Trainer, ckpt_path: str | None, resumed_step, st
     for logger in trainer.loggers:
         if isinstance(logger, (CSVLogger, TensorBoardLogger)) and getattr(logger, "_version", 0) is None:
             logger._version = int(claim_folder(Path(logger.root_dir), logger._get_next_version()).name[8:])
-    if stage == "fit":
+    if stage == "fit" and (not trainer.loggers or _folder_logger(trainer) is not None):  # a folder of ours
         lock_run(run_dir(trainer))
 
 
