@@ -175,7 +175,11 @@ def toy_sweep(tmp_path: Path, parameters: dict, script: str) -> Path:
     return path
 
 
-def test_a_sweep_puts_one_run_on_each_gpu(tmp_path):
+def test_a_sweep_puts_one_run_on_each_gpu(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # two GPUs, as torch would see them
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     log = tmp_path / "gpus.txt"
     script = (f"import os, sys, time; open({str(log)!r}, 'a').write(os.environ['CUDA_VISIBLE_DEVICES'] + '\\n'); "
               "time.sleep(0.3)")

@@ -98,7 +98,7 @@ class ABCLightningCLI(LightningCLI):
         # among them, and a plugins default given as trainer_defaults would be saved in every config
         if not config.get("plugins"):  # checkpoints written whole or not at all
             config = {**config, "plugins": [AtomicCheckpointIO()]}
-        return super()._instantiate_trainer(config, [*(c for c in callbacks if c is not None), GracefulStop()])
+        return super()._instantiate_trainer(config, [GracefulStop(), *(c for c in callbacks if c is not None)])
 
     def _prepare_subcommand_parser(self, klass, subcommand: str, **kwargs) -> LightningArgumentParser:
         # private hook: a subcommand's own arguments (verbose) are added after every public hook ran

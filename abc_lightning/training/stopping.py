@@ -3,7 +3,7 @@
 The CLI gives every Trainer a :class:`GracefulStop`:
 
 - **A stop signal during training** (SIGTERM; SIGUSR1 outside SLURM) is acted on at the
-  next step boundary: the run saves ``last.ckpt`` there and ends with
+  next step boundary, before the next step starts: the run saves ``last.ckpt`` there and ends with
   :class:`~abc_lightning.errors.Terminated`, which the CLI reports with the command that
   resumes it and exit status 128 + the signal (143 for SIGTERM). The training loader's place
   in the epoch travels in the checkpoint, so the resumed run trains exactly the batches the
@@ -79,12 +79,20 @@ class GracefulStop(L.Callback):
         self.overdue = True
         os.kill(os.getpid(), signum)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
-                           batch_idx: int) -> None:
-        if self.pending is None:
-            return
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        # Before the next step, not after the last: that step is then whole (its metrics logged,
+        # an epoch's validation run), and this callback runs first, before any other has
+        # touched the batch (error replay draws its rows here).
+        if self.pending is None or (batch_idx == 0 and trainer.num_training_batches > 1):
+            return  # an epoch's first batch: Lightning's restart would not count its steps alike; stop after it
         self._stand_down()  # the save below is not cut short by the grace timer
         path = last_checkpoint_path(trainer)
+        # Lightning has counted this batch as fetched ("ready") but not started; saved as it is,
+        # a resume would take the checkpoint for one written mid-step and shift the logged steps
+        # by one. Saved as the previous batch's end (what a checkpoint at a validation's end
+        # holds), the resume starts this batch afresh.
+        progress = trainer.fit_loop.epoch_loop.batch_progress
+        progress.total.ready, progress.current.ready = progress.total.started, progress.current.started
         trainer.save_checkpoint(path)
         raise Terminated(self.pending, str(path), trainer.global_step)
 
