@@ -264,11 +264,10 @@ def check_trainer(trainer: dict) -> None:
 
 
 def check_sections(config) -> None:
-    """The model and data sections are settings (a mapping), not a value or a list."""
-    for key in ("model", "data"):
-        value = config.get(key)
-        if key == "model" and not (value is None or hasattr(value, "items") or hasattr(value, "__dict__")):
-            raise ConfigError(f"{key}: expected its settings (e.g. d_model: 64), got {type(value).__name__} {value!r}")
-        if key == "model" and value is None:
-            raise ConfigError("model: expected its settings (e.g. d_model: 64), got null; leave the key out for the "
-                              "defaults")
+    """The model section is settings (a mapping), not null, a value or a list."""
+    value = config.get("model")
+    if value is None:
+        raise ConfigError("model: expected its settings (e.g. d_model: 64), got null; leave the key out for the "
+                          "defaults")
+    if not (hasattr(value, "items") or hasattr(value, "__dict__")):
+        raise ConfigError(f"model: expected its settings (e.g. d_model: 64), got {type(value).__name__} {value!r}")
